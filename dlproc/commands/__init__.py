@@ -1,0 +1,1 @@
+"""One module per ``dlproc`` subcommand; see ``dlproc.cli``."""

@@ -1,0 +1,208 @@
+"""The network intermediate representation shared by front ends, golden model, quantizer and compiler.
+
+A :class:`Network` is a directed acyclic graph of :class:`Layer` objects kept in topological
+order. Each layer names its producers in ``inputs``, so branches, concatenations and residual
+additions are explicit. Shapes exclude the batch dimension and are channel-major
+(:class:`Shape` is C, H, W), the layout the processor computes in.
+
+Conventions that every consumer relies on:
+
+* ``conv`` weights are float32 ``(Cout, Cin // groups, KH, KW)`` (ONNX's OIHW), bias ``(Cout,)``.
+  Batch normalization has already been folded into them by the importer.
+* ``fc`` weights are float32 ``(Cout, Cin)`` where Cin flattens the input in C, H, W order;
+  bias ``(Cout,)``. Flatten/Reshape in front of a fully connected layer are absorbed into it.
+* ``pads`` are ``(top, left, bottom, right)``; ``kernel``, ``stride`` and ``dilation`` are
+  ``(y, x)`` pairs.
+* An activation is either fused into a ``conv``/``fc``/``add`` layer (``attrs["activation"]``) or
+  a standalone ``act`` layer; both use :class:`Activation`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from .errors import ModelError
+
+__all__ = ["Shape", "Activation", "Layer", "Network", "OPS"]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A tensor shape without the batch dimension: channels, height, width."""
+
+    c: int
+    h: int = 1
+    w: int = 1
+
+    @property
+    def size(self) -> int:
+        return self.c * self.h * self.w
+
+    def as_tuple(self) -> tuple[int, int, int]:
+        return (self.c, self.h, self.w)
+
+    def __str__(self) -> str:
+        return f"{self.h}x{self.w}x{self.c}"
+
+
+@dataclass(frozen=True)
+class Activation:
+    """A pointwise activation.
+
+    ``kind`` is one of ``"relu"``, ``"leaky"`` (slope ``alpha`` for negative inputs) or ``"clip"``
+    (clipped ReLU between ``lo`` and ``hi``, e.g. ReLU6 is ``clip`` with 0 and 6).
+    """
+
+    kind: str
+    alpha: float = 0.0
+    lo: float = 0.0
+    hi: float = 0.0
+
+    KINDS = ("relu", "leaky", "clip")
+
+    def __post_init__(self) -> None:
+        if self.kind not in self.KINDS:
+            raise ModelError(f"activation kind {self.kind!r} is not one of {', '.join(self.KINDS)}")
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """The float semantics of the activation (the reference the quantized one approximates)."""
+        if self.kind == "relu":
+            return np.maximum(x, 0)
+        if self.kind == "leaky":
+            return np.where(x >= 0, x, x * np.float32(self.alpha)).astype(x.dtype)
+        return np.clip(x, self.lo, self.hi)
+
+
+# Every operator of the IR and the attributes it carries. Front ends must produce only these;
+# ``Network.validate`` checks it. "yolo" and "region" are detection heads that always run in software.
+OPS: dict[str, tuple[str, ...]] = {
+    "input": (),
+    "conv": ("kernel", "stride", "pads", "dilation", "groups", "activation"),
+    "fc": ("activation",),
+    "maxpool": ("kernel", "stride", "pads"),
+    "avgpool": ("kernel", "stride", "pads", "count_include_pad"),
+    "global_avgpool": (),
+    "act": ("activation",),
+    "add": ("activation",),
+    "concat": (),
+    "lrn": ("size", "alpha", "beta", "bias"),
+    "softmax": (),
+    "upsample": ("scale",),
+    "yolo": ("anchors", "mask", "classes"),
+    "region": ("anchors", "classes", "num", "coords"),
+}
+
+
+@dataclass
+class Layer:
+    """One node of the network graph.
+
+    ``name`` is unique in the network and comes from the source model where it has one (ONNX node
+    or output names; Darknet layers are named ``<type>_<index>`` after Darknet's own numbering).
+    ``origin`` lists the source-model nodes merged into this layer (a conv with its batch norm and
+    ReLU, say), main node first; the quantizer's calibration table reports it.
+    ``tensor`` is the source model's name for this layer's output tensor, when it has one (ONNX),
+    so the float reference can be probed at the same point.
+    """
+
+    name: str
+    op: str
+    inputs: list[str]
+    shape: Shape
+    attrs: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, np.ndarray] = field(default_factory=dict)
+    origin: list[str] = field(default_factory=list)
+    tensor: str | None = None
+
+    @property
+    def activation(self) -> Activation | None:
+        return self.attrs.get("activation")
+
+    @property
+    def weight(self) -> np.ndarray | None:
+        return self.params.get("weight")
+
+    @property
+    def bias(self) -> np.ndarray | None:
+        return self.params.get("bias")
+
+
+@dataclass
+class Network:
+    """A network graph in topological order, with its named inputs and outputs.
+
+    ``source_format`` is ``"onnx"``, ``"darknet"`` or ``"builtin"``; ``source_path`` the file it
+    was read from (the float reference of an ONNX network runs that file in ONNX Runtime).
+    """
+
+    name: str
+    layers: list[Layer]
+    inputs: list[str]
+    outputs: list[str]
+    source_format: str = "builtin"
+    source_path: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._index = {layer.name: layer for layer in self.layers}
+
+    # -- access ---------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Layer]:
+        return iter(self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._index
+
+    def __getitem__(self, name: str) -> Layer:
+        try:
+            return self._index[name]
+        except KeyError:
+            raise ModelError(f"network {self.name!r} has no layer named {name!r}") from None
+
+    def consumers(self, name: str) -> list[Layer]:
+        """The layers that read the output of layer ``name``, in topological order."""
+        return [layer for layer in self.layers if name in layer.inputs]
+
+    def input_shapes(self) -> list[Shape]:
+        return [self[name].shape for name in self.inputs]
+
+    # -- construction ---------------------------------------------------------------------------
+
+    def replace_layers(self, layers: Iterable[Layer]) -> "Network":
+        """A copy of this network with another layer list (re-validated)."""
+        net = dataclasses.replace(self, layers=list(layers))
+        net.validate()
+        return net
+
+    def validate(self) -> None:
+        """Check names, operators, references and topological order; raise ModelError if broken."""
+        self._index = {}
+        for layer in self.layers:
+            if layer.op not in OPS:
+                raise ModelError(f"layer {layer.name!r}: operator {layer.op!r} is not an IR operator")
+            if layer.name in self._index:
+                raise ModelError(f"layer name {layer.name!r} is used twice")
+            for src in layer.inputs:
+                if src not in self._index:
+                    raise ModelError(
+                        f"layer {layer.name!r} reads {src!r}, which is not defined before it"
+                    )
+            if layer.op == "input" and layer.inputs:
+                raise ModelError(f"input layer {layer.name!r} must not have inputs")
+            if layer.op != "input" and not layer.inputs:
+                raise ModelError(f"layer {layer.name!r} ({layer.op}) has no inputs")
+            self._index[layer.name] = layer
+        for name in self.inputs + self.outputs:
+            if name not in self._index:
+                raise ModelError(f"network input/output {name!r} is not a layer")
+        for name in self.inputs:
+            if self._index[name].op != "input":
+                raise ModelError(f"network input {name!r} is not an input layer")
