@@ -1,0 +1,52 @@
+"""Front ends: read ONNX models and Darknet cfg/weights files into the IR (:mod:`dlproc.ir`).
+
+``load_network`` picks the importer from the file type; ``load_onnx`` and ``load_darknet`` are the
+importers themselves. See ``docs/frontends.md`` for the supported operators and the rules they apply.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ModelError
+from ..ir import Network
+from .darknet import load_darknet
+from .onnx import load_onnx
+
+__all__ = ["load_network", "load_onnx", "load_darknet", "resolve_model_path", "NETWORKS_DIR"]
+
+# Networks shipped inside the package; a bare file name that does not exist resolves here.
+NETWORKS_DIR = Path(__file__).resolve().parents[1] / "data" / "networks"
+
+
+def resolve_model_path(model: str | Path) -> Path:
+    """The file ``model`` names: the path itself if it exists, else a network shipped with dlproc."""
+    path = Path(model)
+    if path.exists():
+        return path
+    shipped = NETWORKS_DIR / path.name
+    if path.parent == Path(".") and shipped.is_file():
+        return shipped
+    available = ", ".join(sorted(p.name for p in NETWORKS_DIR.glob("*") if p.suffix in (".cfg", ".onnx")))
+    raise ModelError(f"{model}: no such file, and not a network shipped with dlproc (shipped: {available or 'none'})")
+
+
+def load_network(path: str | Path, input_size: tuple[int, int] | None = None,
+                 weights: str | Path | None = None) -> Network:
+    """Import a network, choosing the front end from the file type.
+
+    ``.onnx`` files go to :func:`load_onnx`; ``.cfg`` files to :func:`load_darknet`, which also reads
+    ``weights`` or, if not given, a ``.weights`` file of the same stem next to the cfg when present.
+    ``input_size`` is (height, width).
+    """
+    path = resolve_model_path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".onnx":
+        if weights is not None:
+            raise ModelError(f"{path}: a weights file only applies to Darknet .cfg networks")
+        return load_onnx(path, input_size=input_size)
+    if suffix == ".cfg":
+        if weights is None and path.with_suffix(".weights").is_file():
+            weights = path.with_suffix(".weights")
+        return load_darknet(path, weights, input_size)
+    raise ModelError(f"{path}: unknown network file type {suffix or '(none)'!r}; use .onnx or a Darknet .cfg")

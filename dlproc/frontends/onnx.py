@@ -1,0 +1,759 @@
+"""The ONNX front end: reads an ONNX model into a :class:`dlproc.ir.Network`.
+
+The importer walks the graph's nodes in their (topological) order and builds IR layers with its
+own per-operator shape rules, so every shape it reports is one it understands. On the way it
+
+* folds BatchNormalization into the conv (or fully connected) layer in front of it,
+* folds an Add of a constant into the bias of the conv/fc in front of it (MatMul + Add = fc),
+* fuses Relu, LeakyRelu and Clip into the conv/fc/add in front of them when that layer has no
+  other consumer (otherwise the activation becomes a standalone ``act`` layer),
+* absorbs Flatten/Reshape in front of a fully connected layer, and
+* removes Dropout and Identity.
+
+Operators it does not know are collected first and reported together in one
+:class:`~dlproc.errors.UnsupportedOperatorError`, so a user sees everything a model lacks at once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..errors import ModelError, UnsupportedOperatorError
+from ..ir import Activation, Layer, Network, Shape
+
+__all__ = ["load_onnx", "SUPPORTED_OPS"]
+
+# Operators the importer removes without a trace in the IR (they are no-ops at inference).
+_PASSTHROUGH_OPS = ("Identity", "Dropout")
+
+
+def load_onnx(model: str | Path | onnx.ModelProto, input_size: tuple[int, int] | None = None) -> Network:
+    """Import an ONNX model (a file path or a ``ModelProto``) into the IR.
+
+    ``input_size`` (height, width) fixes the spatial size of an input whose height/width are
+    symbolic in the model; a model with fixed sizes must not be given a different one.
+    """
+    proto, source, path = _read_model(model)
+    return _Importer(proto, source, path, input_size).run()
+
+
+def _read_model(model: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, str, Path | None]:
+    """Parse and check the model so that a broken file fails here, with the file's name."""
+    if isinstance(model, onnx.ModelProto):
+        proto, source, path = model, f"ONNX model {model.graph.name or '(unnamed)'!r}", None
+    else:
+        path = Path(model)
+        source = str(path)
+        if not path.is_file():
+            raise ModelError(f"{path}: no such ONNX file")
+        try:
+            proto = onnx.load(str(path))
+        except Exception as exc:  # protobuf raises several unrelated types for a corrupt file
+            raise ModelError(f"{path}: not a readable ONNX model ({_first_line(exc)})") from None
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as exc:
+        raise ModelError(f"{source}: not a valid ONNX model (the ONNX checker says: {_first_line(exc)})") from None
+    if not proto.graph.node:
+        raise ModelError(f"{source}: the ONNX graph has no nodes (is the file truncated?)")
+    return proto, source, path
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+@dataclass
+class _Value:
+    """What the importer knows about one ONNX tensor.
+
+    A tensor is either a constant (``const``) or the output of IR layer ``layer``. ``rank`` is its
+    ONNX rank including the batch dimension (4 for feature maps, 2 for vectors). ``flat`` marks a
+    Flatten/Reshape view of a feature map with more than one pixel, which only a fully connected
+    layer may read; ``views`` names the Flatten/Reshape nodes that produced the view.
+    """
+
+    layer: str | None = None
+    rank: int = 4
+    const: np.ndarray | None = None
+    flat: bool = False
+    views: list[str] = field(default_factory=list)
+
+
+class _Importer:
+    def __init__(self, proto: onnx.ModelProto, source: str, path: Path | None, input_size):
+        self.proto = proto
+        self.graph = proto.graph
+        self.source = source
+        self.path = path
+        self.input_size = input_size
+        self.opset = next(
+            (o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 1
+        )
+        self.values: dict[str, _Value] = {}
+        self.layers: list[Layer] = []
+        self.by_name: dict[str, Layer] = {}
+        self.alias: dict[str, str] = {}
+        self.uses: Counter[str] = Counter()
+        self.graph_outputs = [o.name for o in self.graph.output]
+        self.batch: int | None = None  # a fixed batch size of the model's inputs, if any
+        self.handlers: dict[str, Callable[[onnx.NodeProto], None]] = {
+            "Conv": self._conv,
+            "Gemm": self._gemm,
+            "MatMul": self._matmul,
+            "BatchNormalization": self._batchnorm,
+            "Relu": lambda n: self._activation(n, Activation("relu")),
+            "LeakyRelu": lambda n: self._activation(
+                n, Activation("leaky", alpha=float(self._attrs(n).get("alpha", 0.01)))
+            ),
+            "Clip": self._clip,
+            "MaxPool": lambda n: self._pool(n, "maxpool"),
+            "AveragePool": lambda n: self._pool(n, "avgpool"),
+            "GlobalAveragePool": self._global_avgpool,
+            "Add": self._add,
+            "Concat": self._concat,
+            "LRN": self._lrn,
+            "Softmax": self._softmax,
+            "Flatten": self._flatten,
+            "Reshape": self._reshape,
+            "Resize": self._resize,
+            "Upsample": self._upsample,
+            "Constant": self._constant,
+            "Identity": lambda n: None,
+            "Dropout": lambda n: None,
+        }
+
+    # -- driver ---------------------------------------------------------------------------------
+
+    def run(self) -> Network:
+        self._check_supported()
+        self._resolve_passthrough()
+        for init in self.graph.initializer:
+            array = numpy_helper.to_array(init)
+            # Parameters are float32 in the IR whatever precision the model stores them in.
+            self.values[init.name] = _Value(const=array.astype(np.float32) if array.dtype.kind == "f" else array)
+        for inp in self.graph.input:
+            if inp.name not in self.values:
+                self._input(inp)
+        for node in self.graph.node:
+            self.handlers[node.op_type](node)
+        outputs = []
+        for name in self.graph_outputs:
+            value = self._value(name, "the graph output")
+            if value.layer is None:
+                raise ModelError(f"{self.source}: graph output {name!r} is a constant, not computed by a layer")
+            if value.layer not in outputs:
+                outputs.append(value.layer)
+        inputs = [layer.name for layer in self.layers if layer.op == "input"]
+        name = self.graph.name or (self.path.stem if self.path else "onnx_model")
+        net = Network(
+            name=name,
+            layers=self.layers,
+            inputs=inputs,
+            outputs=outputs,
+            source_format="onnx",
+            source_path=str(self.path) if self.path else None,
+            meta={"opset": self.opset, "batch": self.batch},
+        )
+        net.validate()
+        return net
+
+    def _check_supported(self) -> None:
+        bad = []
+        for node in self.graph.node:
+            if node.domain not in ("", "ai.onnx"):
+                bad.append((f"{node.domain}.{node.op_type}", _label(node)))
+            elif node.op_type not in self.handlers:
+                bad.append((node.op_type, _label(node)))
+        if bad:
+            raise UnsupportedOperatorError(bad, self.source)
+
+    def _resolve_passthrough(self) -> None:
+        """Map every Identity/Dropout output to the tensor it passes on, and count real uses."""
+        for node in self.graph.node:
+            if node.op_type in _PASSTHROUGH_OPS:
+                self.alias[node.output[0]] = self._resolve(node.input[0])
+        for node in self.graph.node:
+            if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1]:
+                mask = node.output[1]
+                if any(mask in n.input for n in self.graph.node) or mask in self.graph_outputs:
+                    raise ModelError(
+                        f"{self.source}: Dropout {_label(node)!r}: its mask output is used; "
+                        "only the data output of a Dropout can be imported (it is removed)"
+                    )
+            if node.op_type not in _PASSTHROUGH_OPS:
+                for name in node.input:
+                    if name:
+                        self.uses[self._resolve(name)] += 1
+        for name in self.graph_outputs:
+            self.uses[self._resolve(name)] += 1
+
+    def _resolve(self, name: str) -> str:
+        while name in self.alias:
+            name = self.alias[name]
+        return name
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _error(self, node: onnx.NodeProto, message: str) -> ModelError:
+        return ModelError(f"{self.source}: {node.op_type} {_label(node)!r}: {message}")
+
+    def _attrs(self, node: onnx.NodeProto) -> dict[str, Any]:
+        out = {}
+        for attr in node.attribute:
+            value = helper.get_attribute_value(attr)
+            if isinstance(value, bytes):
+                value = value.decode()
+            elif attr.type == onnx.AttributeProto.FLOAT:
+                # ONNX stores float attributes as float32; take the shortest decimal that rounds to
+                # it (0.2, not 0.20000000298), which is what the model's author wrote.
+                value = float(str(np.float32(value)))
+            out[attr.name] = value
+        return out
+
+    def _value(self, name: str, what: str) -> _Value:
+        resolved = self._resolve(name)
+        if resolved not in self.values:
+            raise ModelError(f"{self.source}: {what} reads tensor {name!r}, which nothing before it produces")
+        return self.values[resolved]
+
+    def _tensor(self, node: onnx.NodeProto, index: int = 0) -> _Value:
+        """The input ``index`` of ``node`` as the output of a layer (constants are an error)."""
+        if index >= len(node.input) or not node.input[index]:
+            raise self._error(node, f"input {index} is missing")
+        value = self._value(node.input[index], f"{node.op_type} {_label(node)!r}")
+        if value.layer is None:
+            raise self._error(node, f"input {index} ({node.input[index]!r}) is a constant; a computed tensor is required")
+        return value
+
+    def _feature_map(self, node: onnx.NodeProto, index: int = 0) -> tuple[_Value, Layer]:
+        """Input ``index`` as an N,C,H,W feature map."""
+        value = self._tensor(node, index)
+        if value.rank != 4 or value.flat:
+            raise self._error(node, f"expects a 4-D N,C,H,W input, got a rank-{value.rank} tensor")
+        return value, self.by_name[value.layer]
+
+    def _const(self, node: onnx.NodeProto, index: int, what: str, required: bool = True) -> np.ndarray | None:
+        if index >= len(node.input) or not node.input[index]:
+            if required:
+                raise self._error(node, f"{what} (input {index}) is missing")
+            return None
+        value = self._value(node.input[index], f"{node.op_type} {_label(node)!r}")
+        if value.const is None:
+            raise self._error(
+                node, f"{what} ({node.input[index]!r}) must be a constant (initializer or Constant node)"
+            )
+        return value.const
+
+    def _unique(self, name: str) -> str:
+        if name not in self.by_name:
+            return name
+        n = 2
+        while f"{name}_{n}" in self.by_name:
+            n += 1
+        return f"{name}_{n}"
+
+    def _add_layer(self, node: onnx.NodeProto | None, op: str, inputs: list[str], shape: Shape,
+                   attrs: dict | None = None, params: dict | None = None, rank: int = 4,
+                   origin: list[str] | None = None, name: str | None = None,
+                   tensor: str | None = None) -> Layer:
+        if shape.c < 1 or shape.h < 1 or shape.w < 1:
+            where = f"{node.op_type} {_label(node)!r}" if node is not None else name
+            raise ModelError(f"{self.source}: {where}: output shape {shape.c}x{shape.h}x{shape.w} is empty")
+        layer = Layer(
+            name=self._unique(name or _label(node)),
+            op=op,
+            inputs=inputs,
+            shape=shape,
+            attrs=attrs or {},
+            params=params or {},
+            origin=origin if origin is not None else [_label(node)],
+            tensor=tensor if tensor is not None else node.output[0],
+        )
+        self.layers.append(layer)
+        self.by_name[layer.name] = layer
+        self.values[layer.tensor] = _Value(layer=layer.name, rank=rank)
+        return layer
+
+    def _sole_consumer(self, value: _Value, tensor: str) -> Layer | None:
+        """The producing layer if ``tensor`` is its output and this is the tensor's only use."""
+        if value.layer is None or value.flat or value.views:
+            return None
+        layer = self.by_name[value.layer]
+        if layer.tensor != self._resolve(tensor) or self.uses[self._resolve(tensor)] != 1:
+            return None
+        return layer
+
+    def _merge(self, layer: Layer, node: onnx.NodeProto, rank: int) -> None:
+        """Record that ``node`` was folded into ``layer``: its output is now the layer's output."""
+        layer.origin.append(_label(node))
+        layer.tensor = node.output[0]
+        self.values[node.output[0]] = _Value(layer=layer.name, rank=rank)
+
+    # -- inputs and constants -------------------------------------------------------------------
+
+    def _input(self, inp: onnx.ValueInfoProto) -> None:
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in inp.type.tensor_type.shape.dim]
+        where = f"{self.source}: input {inp.name!r}"
+        if len(dims) not in (2, 4):
+            raise ModelError(f"{where}: rank {len(dims)} is not supported (N,C,H,W or N,C expected)")
+        if dims[0] is not None:
+            # The IR has no batch dimension; a fixed batch only matters to Reshape targets.
+            if self.batch not in (None, dims[0]):
+                raise ModelError(f"{where}: batch size {dims[0]} differs from another input's {self.batch}")
+            self.batch = dims[0]
+        if dims[1] is None:
+            raise ModelError(f"{where}: the channel count must be fixed in the model")
+        if len(dims) == 2:
+            shape, rank = Shape(dims[1], 1, 1), 2
+        else:
+            h, w = dims[2], dims[3]
+            if self.input_size is not None:
+                ih, iw = self.input_size
+                if (h is not None and h != ih) or (w is not None and w != iw):
+                    raise ModelError(
+                        f"{where}: the model fixes the size {h}x{w}; an input size of {ih}x{iw} "
+                        "can only be given for a model whose height/width are symbolic"
+                    )
+                h, w = ih, iw
+            if h is None or w is None:
+                raise ModelError(f"{where}: height/width are symbolic; give an input size (--input-size H,W)")
+            shape, rank = Shape(dims[1], h, w), 4
+        layer = Layer(name=self._unique(inp.name), op="input", inputs=[], shape=shape,
+                      origin=[inp.name], tensor=inp.name)
+        self.layers.append(layer)
+        self.by_name[layer.name] = layer
+        self.values[inp.name] = _Value(layer=layer.name, rank=rank)
+
+    def _constant(self, node: onnx.NodeProto) -> None:
+        attrs = self._attrs(node)
+        if "value" in attrs:
+            array = numpy_helper.to_array(attrs["value"])
+        elif "value_float" in attrs:
+            array = np.array(attrs["value_float"], dtype=np.float32)
+        elif "value_floats" in attrs:
+            array = np.array(attrs["value_floats"], dtype=np.float32)
+        elif "value_int" in attrs:
+            array = np.array(attrs["value_int"], dtype=np.int64)
+        elif "value_ints" in attrs:
+            array = np.array(attrs["value_ints"], dtype=np.int64)
+        else:
+            raise self._error(node, f"only tensor/float/int values are supported, got {sorted(attrs)}")
+        if array.dtype.kind == "f":
+            array = array.astype(np.float32)
+        self.values[node.output[0]] = _Value(const=array)
+
+    # -- compute layers -------------------------------------------------------------------------
+
+    def _conv(self, node: onnx.NodeProto) -> None:
+        value, src = self._feature_map(node)
+        weight = self._const(node, 1, "the weight")
+        bias = self._const(node, 2, "the bias", required=False)
+        attrs = self._attrs(node)
+        if weight.ndim != 4:
+            raise self._error(node, f"only 2-D convolutions are supported (weight rank {weight.ndim})")
+        cout, cin_g, kh, kw = (int(d) for d in weight.shape)
+        groups = int(attrs.get("group", 1))
+        kernel = tuple(attrs.get("kernel_shape", (kh, kw)))
+        if kernel != (kh, kw):
+            raise self._error(node, f"kernel_shape {list(kernel)} disagrees with the weight shape {list(weight.shape)}")
+        if cin_g * groups != src.shape.c or cout % groups:
+            raise self._error(
+                node, f"weight {list(weight.shape)} with group={groups} does not fit {src.shape.c} input channels"
+            )
+        stride = _pair(attrs.get("strides"), 1)
+        dilation = _pair(attrs.get("dilations"), 1)
+        pads = self._pads(node, attrs, (src.shape.h, src.shape.w), (kh, kw), stride, dilation)
+        ho = _out_len(src.shape.h, pads[0] + pads[2], kh, stride[0], dilation[0])
+        wo = _out_len(src.shape.w, pads[1] + pads[3], kw, stride[1], dilation[1])
+        if bias is None:
+            bias = np.zeros(cout, np.float32)
+        if bias.shape != (cout,):
+            raise self._error(node, f"bias shape {list(bias.shape)} is not ({cout},)")
+        self._add_layer(
+            node, "conv", [value.layer], Shape(cout, ho, wo),
+            attrs={"kernel": (kh, kw), "stride": stride, "pads": pads, "dilation": dilation,
+                   "groups": groups, "activation": None},
+            params={"weight": weight.astype(np.float32).copy(), "bias": bias.astype(np.float32).copy()},
+        )
+
+    def _pads(self, node, attrs, in_hw, kernel, stride, dilation) -> tuple[int, int, int, int]:
+        """ONNX pads (h_begin, w_begin, h_end, w_end) or auto_pad, as (top, left, bottom, right)."""
+        auto = attrs.get("auto_pad", "NOTSET")
+        if auto in ("NOTSET", ""):
+            pads = tuple(int(p) for p in attrs.get("pads", (0, 0, 0, 0)))
+            if len(pads) != 4:
+                raise self._error(node, f"pads {list(pads)} must have 4 entries for a 2-D operator")
+            if min(pads) < 0:
+                raise self._error(node, f"negative pads {list(pads)} are not supported")
+            return pads
+        if auto == "VALID":
+            return (0, 0, 0, 0)
+        if auto not in ("SAME_UPPER", "SAME_LOWER"):
+            raise self._error(node, f"auto_pad {auto!r} is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER")
+        begin, end = [], []
+        for size, k, s, d in zip(in_hw, kernel, stride, dilation):
+            out = -(-size // s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+            small, large = total // 2, total - total // 2
+            # SAME_UPPER puts the odd pixel of padding at the end, SAME_LOWER at the beginning.
+            b, e = (small, large) if auto == "SAME_UPPER" else (large, small)
+            begin.append(b)
+            end.append(e)
+        return (begin[0], begin[1], end[0], end[1])
+
+    def _gemm(self, node: onnx.NodeProto) -> None:
+        value = self._tensor(node, 0)
+        attrs = self._attrs(node)
+        if int(attrs.get("transA", 0)):
+            raise self._error(node, "transA=1 is not supported (the activation must be the left operand)")
+        b = self._const(node, 1, "the weight B")
+        c = self._const(node, 2, "the bias C", required=False)
+        if b.ndim != 2:
+            raise self._error(node, f"weight B must be 2-D, got shape {list(b.shape)}")
+        weight = (b if int(attrs.get("transB", 0)) else b.T) * np.float32(attrs.get("alpha", 1.0))
+        bias = None
+        if c is not None:
+            bias = self._per_channel(node, c, weight.shape[0], rank=2) * np.float32(attrs.get("beta", 1.0))
+        self._fully_connected(node, value, weight, bias)
+
+    def _matmul(self, node: onnx.NodeProto) -> None:
+        value = self._tensor(node, 0)
+        b = self._const(node, 1, "the weight (second operand)")
+        if b.ndim != 2:
+            raise self._error(node, f"only a matrix-vector product with a 2-D constant weight is supported, got {list(b.shape)}")
+        self._fully_connected(node, value, b.T, None)
+
+    def _fully_connected(self, node, value: _Value, weight: np.ndarray, bias: np.ndarray | None) -> None:
+        src = self.by_name[value.layer]
+        if value.rank != 2:
+            raise self._error(node, f"expects a 2-D N,K input (Flatten it first), got a rank-{value.rank} tensor")
+        cout, cin = weight.shape
+        if cin != src.shape.size:
+            raise self._error(node, f"weight has {cin} inputs but its input tensor has {src.shape.size} values")
+        if bias is None:
+            bias = np.zeros(cout, np.float32)
+        self._add_layer(
+            node, "fc", [value.layer], Shape(int(cout), 1, 1), attrs={"activation": None},
+            params={"weight": np.ascontiguousarray(weight, dtype=np.float32), "bias": bias.astype(np.float32)},
+            rank=2, origin=[_label(node)] + value.views,
+        )
+
+    def _per_channel(self, node, const: np.ndarray, channels: int, rank: int) -> np.ndarray:
+        """A constant that broadcasts per channel, as a (channels,) vector, or an error."""
+        arr = np.asarray(const, dtype=np.float32)
+        if arr.size == 1:
+            return np.full(channels, arr.reshape(()), np.float32)
+        ok_shapes = {(channels,), (1, channels)} if rank == 2 else {(channels, 1, 1), (1, channels, 1, 1)}
+        if arr.shape not in ok_shapes:
+            raise self._error(node, f"constant of shape {list(arr.shape)} does not broadcast per channel over {channels} channels")
+        return arr.reshape(channels).copy()
+
+    def _batchnorm(self, node: onnx.NodeProto) -> None:
+        value = self._tensor(node, 0)
+        attrs = self._attrs(node)
+        if int(attrs.get("training_mode", 0)):
+            raise self._error(node, "training_mode=1 cannot be imported (inference graphs only)")
+        scale, beta, mean, var = (self._const(node, i, what) for i, what in
+                                  ((1, "scale"), (2, "B"), (3, "mean"), (4, "var")))
+        layer = self._sole_consumer(value, node.input[0])
+        src = self.by_name[value.layer]
+        if layer is None or layer.op not in ("conv", "fc") or layer.activation is not None:
+            raise self._error(
+                node, f"cannot be folded: it must directly follow a conv or fully connected layer whose "
+                f"output it alone reads, but its input comes from {src.op} {src.name!r}"
+                + (" with an activation already applied" if src.activation is not None else "")
+                + ("" if self.uses[self._resolve(node.input[0])] == 1 else " that has other consumers")
+            )
+        channels = layer.shape.c
+        eps = np.float32(attrs.get("epsilon", 1e-5))
+        vectors = [self._per_channel(node, v, channels, rank=2) for v in (scale, beta, mean, var)]
+        scale, beta, mean, var = (v.astype(np.float64) for v in vectors)
+        factor = scale / np.sqrt(var + float(eps))
+        w = layer.params["weight"].astype(np.float64)
+        layer.params["weight"] = (w * factor.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)
+        layer.params["bias"] = ((layer.params["bias"] - mean) * factor + beta).astype(np.float32)
+        self._merge(layer, node, value.rank)
+
+    def _activation(self, node: onnx.NodeProto, act: Activation) -> None:
+        value = self._tensor(node, 0)
+        layer = self._sole_consumer(value, node.input[0])
+        if layer is not None and layer.op in ("conv", "fc", "add") and layer.activation is None:
+            layer.attrs["activation"] = act
+            self._merge(layer, node, value.rank)
+            return
+        if value.flat:
+            raise self._error(node, "cannot read a flattened feature map (only a fully connected layer can)")
+        src = self.by_name[value.layer]
+        self._add_layer(node, "act", [src.name], src.shape, attrs={"activation": act}, rank=value.rank)
+
+    def _clip(self, node: onnx.NodeProto) -> None:
+        attrs = self._attrs(node)
+        if self.opset < 11:
+            lo, hi = float(attrs.get("min", -np.inf)), float(attrs.get("max", np.inf))
+        else:
+            lo_c = self._const(node, 1, "min", required=False)
+            hi_c = self._const(node, 2, "max", required=False)
+            lo = float(lo_c.reshape(())) if lo_c is not None else -np.inf
+            hi = float(hi_c.reshape(())) if hi_c is not None else np.inf
+        if lo == 0.0 and hi == np.inf:
+            act = Activation("relu")
+        elif np.isfinite(lo) and np.isfinite(hi) and lo < hi:
+            act = Activation("clip", lo=lo, hi=hi)
+        else:
+            raise self._error(node, f"bounds [{lo}, {hi}] are not supported; a Clip needs finite min < max "
+                              "(or min=0 without max, which is a ReLU)")
+        self._activation(node, act)
+
+    def _pool(self, node: onnx.NodeProto, op: str) -> None:
+        value, src = self._feature_map(node)
+        attrs = self._attrs(node)
+        if len(node.output) > 1 and node.output[1]:
+            raise self._error(node, "the Indices output is not supported")
+        kernel = tuple(int(k) for k in attrs.get("kernel_shape", ()))
+        if len(kernel) != 2:
+            raise self._error(node, f"kernel_shape {list(kernel)} must have 2 entries")
+        stride = _pair(attrs.get("strides"), 1)
+        dilation = _pair(attrs.get("dilations"), 1)
+        if dilation != (1, 1):
+            raise self._error(node, f"dilations {list(dilation)} are not supported for pooling")
+        pads = list(self._pads(node, attrs, (src.shape.h, src.shape.w), kernel, stride, dilation))
+        out = []
+        for axis, size in enumerate((src.shape.h, src.shape.w)):
+            total = pads[axis] + pads[axis + 2]
+            n = _out_len(size, total, kernel[axis], stride[axis], 1)
+            if int(attrs.get("ceil_mode", 0)):
+                n = -(-(size + total - kernel[axis]) // stride[axis]) + 1
+                # A last window that would start in the end padding is dropped (ONNX/PyTorch rule).
+                if (n - 1) * stride[axis] >= size + pads[axis]:
+                    n -= 1
+                extra = (n - 1) * stride[axis] + kernel[axis] - (size + total)
+                if extra > 0:
+                    if op == "avgpool" and int(attrs.get("count_include_pad", 0)):
+                        raise self._error(node, "ceil_mode=1 together with count_include_pad=1 is not supported")
+                    # The extra window positions behave like padding that is never counted, so
+                    # they become end padding in the IR.
+                    pads[axis + 2] += extra
+            out.append(n)
+        ir_attrs = {"kernel": kernel, "stride": stride, "pads": tuple(pads)}
+        if op == "avgpool":
+            ir_attrs["count_include_pad"] = bool(int(attrs.get("count_include_pad", 0)))
+        self._add_layer(node, op, [value.layer], Shape(src.shape.c, out[0], out[1]), attrs=ir_attrs)
+
+    def _global_avgpool(self, node: onnx.NodeProto) -> None:
+        value, src = self._feature_map(node)
+        self._add_layer(node, "global_avgpool", [value.layer], Shape(src.shape.c, 1, 1))
+
+    def _add(self, node: onnx.NodeProto) -> None:
+        values = [self._value(name, f"Add {_label(node)!r}") for name in node.input[:2]]
+        consts = [v.const is not None for v in values]
+        if all(consts):
+            raise self._error(node, "adds two constants; constant folding is not supported")
+        if any(consts):
+            index = consts.index(False)
+            value, const = values[index], values[1 - index].const
+            layer = self._sole_consumer(value, node.input[index])
+            if layer is None or layer.op not in ("conv", "fc") or layer.activation is not None:
+                raise self._error(
+                    node, "an Add of a constant is supported only as the bias of the conv or fully connected "
+                    "layer directly in front of it (whose output it alone reads, before any activation)"
+                )
+            layer.params["bias"] = layer.params["bias"] + self._per_channel(node, const, layer.shape.c, value.rank)
+            self._merge(layer, node, value.rank)
+            return
+        a, b = (self._tensor(node, i) for i in (0, 1))
+        la, lb = self.by_name[a.layer], self.by_name[b.layer]
+        if la.shape != lb.shape or a.rank != b.rank or a.flat or b.flat:
+            raise self._error(node, f"operands have shapes {la.shape} and {lb.shape}; only equal shapes "
+                              "(no broadcasting) are supported")
+        self._add_layer(node, "add", [la.name, lb.name], la.shape, attrs={"activation": None}, rank=a.rank)
+
+    def _concat(self, node: onnx.NodeProto) -> None:
+        values = [self._tensor(node, i) for i in range(len(node.input))]
+        rank = values[0].rank
+        axis = int(self._attrs(node).get("axis", 1))
+        if axis < 0:
+            axis += rank
+        if axis != 1 or any(v.rank != rank or v.flat for v in values):
+            raise self._error(node, f"only concatenation along the channel axis (1) of equally ranked tensors "
+                              f"is supported, got axis {self._attrs(node).get('axis')} on rank {rank}")
+        shapes = [self.by_name[v.layer].shape for v in values]
+        if len({(s.h, s.w) for s in shapes}) != 1:
+            raise self._error(node, f"inputs differ in height/width: {', '.join(map(str, shapes))}")
+        shape = Shape(sum(s.c for s in shapes), shapes[0].h, shapes[0].w)
+        self._add_layer(node, "concat", [v.layer for v in values], shape, rank=rank)
+
+    def _lrn(self, node: onnx.NodeProto) -> None:
+        value, src = self._feature_map(node)
+        attrs = self._attrs(node)
+        if "size" not in attrs:
+            raise self._error(node, "the size attribute is required")
+        self._add_layer(node, "lrn", [value.layer], src.shape, attrs={
+            "size": int(attrs["size"]), "alpha": float(attrs.get("alpha", 1e-4)),
+            "beta": float(attrs.get("beta", 0.75)), "bias": float(attrs.get("bias", 1.0)),
+        })
+
+    def _softmax(self, node: onnx.NodeProto) -> None:
+        value = self._tensor(node, 0)
+        src = self.by_name[value.layer]
+        axis = int(self._attrs(node).get("axis", 1 if self.opset < 13 else -1))
+        if axis < 0:
+            axis += value.rank
+        pixels = 1 if value.rank == 2 else src.shape.h * src.shape.w
+        # Before opset 13 Softmax flattens from ``axis`` on, so it is a channel softmax only for
+        # one-pixel maps; from 13 on it normalizes the single ``axis``.
+        channel_softmax = axis == 1 and (pixels == 1 or self.opset >= 13) and not value.flat
+        if not channel_softmax:
+            raise self._error(node, f"only a softmax over the channel axis is supported (axis {axis} on a "
+                              f"rank-{value.rank} tensor of shape {src.shape})")
+        self._add_layer(node, "softmax", [value.layer], src.shape, rank=value.rank)
+
+    # -- views ----------------------------------------------------------------------------------
+
+    def _flatten(self, node: onnx.NodeProto) -> None:
+        value = self._tensor(node, 0)
+        axis = int(self._attrs(node).get("axis", 1))
+        if axis < 0:
+            axis += value.rank
+        if axis != 1:
+            raise self._error(node, f"only axis=1 (keep the batch dimension) is supported, got {axis}")
+        self._view(node, value, rank=2)
+
+    def _reshape(self, node: onnx.NodeProto) -> None:
+        value = self._tensor(node, 0)
+        target = [int(d) for d in self._const(node, 1, "the target shape").reshape(-1)]
+        src = self.by_name[value.layer]
+        n = self.batch or 1
+        dims = [n, src.shape.c, src.shape.h, src.shape.w] if value.rank == 4 else [n, src.shape.size]
+        resolved = [dims[i] if d == 0 and i < len(dims) and not int(self._attrs(node).get("allowzero", 0)) else d
+                    for i, d in enumerate(target)]
+        if resolved.count(-1) == 1:
+            known = int(np.prod([d for d in resolved if d != -1]))
+            resolved[resolved.index(-1)] = src.shape.size // max(known, 1)
+        if resolved == [n, src.shape.size]:
+            self._view(node, value, rank=2)
+        elif resolved == [n, src.shape.c, src.shape.h, src.shape.w] and not value.flat:
+            self._view(node, value, rank=4)
+        else:
+            raise self._error(node, f"reshape of {dims} to {target} is supported only as a flatten to "
+                              f"[{n}, {src.shape.size}] in front of a fully connected layer")
+
+    def _view(self, node: onnx.NodeProto, value: _Value, rank: int) -> None:
+        src = self.by_name[value.layer]
+        flat = rank == 2 and src.shape.h * src.shape.w > 1
+        self.values[node.output[0]] = _Value(layer=value.layer, rank=rank, flat=flat or (value.flat and rank == 2),
+                                             views=value.views + [_label(node)])
+
+    # -- upsampling -----------------------------------------------------------------------------
+
+    def _resize(self, node: onnx.NodeProto) -> None:
+        value, src = self._feature_map(node)
+        attrs = self._attrs(node)
+        if attrs.get("mode", "nearest") != "nearest":
+            raise self._error(node, f"mode {attrs.get('mode')!r} is not supported (only 'nearest')")
+        if self.opset < 11:
+            scales, sizes = self._const(node, 1, "scales"), None
+        else:
+            scales = self._const(node, 2, "scales", required=False)
+            sizes = self._const(node, 3, "sizes", required=False)
+        axes = list(attrs.get("axes", range(4)))
+        axes = [a + 4 if a < 0 else a for a in axes]
+        in_dims = [1, src.shape.c, src.shape.h, src.shape.w]
+        factors = {a: Fraction(1) for a in range(4)}
+        if scales is not None and scales.size:
+            for a, s in zip(axes, scales.reshape(-1)):
+                factors[a] = Fraction(float(s)).limit_denominator(1 << 16)
+        elif sizes is not None and sizes.size:
+            for a, s in zip(axes, sizes.reshape(-1)):
+                factors[a] = Fraction(int(s), in_dims[a])
+        else:
+            raise self._error(node, "needs constant scales or sizes")
+        scale = self._integer_scale(node, factors)
+        ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
+        nearest = attrs.get("nearest_mode", "round_prefer_floor")
+        for size in (src.shape.h, src.shape.w):
+            if not _is_replication(size, scale, ctm, nearest):
+                raise self._error(node, f"coordinate_transformation_mode {ctm!r} with nearest_mode {nearest!r} "
+                                  f"does not replicate pixels for scale {scale}; only pixel replication is supported")
+        self._upsampled(node, value, src, scale)
+
+    def _upsample(self, node: onnx.NodeProto) -> None:
+        value, src = self._feature_map(node)
+        attrs = self._attrs(node)
+        if attrs.get("mode", "nearest") != "nearest":
+            raise self._error(node, f"mode {attrs.get('mode')!r} is not supported (only 'nearest')")
+        scales = np.array(attrs["scales"]) if "scales" in attrs else self._const(node, 1, "scales")
+        factors = {a: Fraction(float(s)).limit_denominator(1 << 16) for a, s in enumerate(scales.reshape(-1))}
+        self._upsampled(node, value, src, self._integer_scale(node, factors))
+
+    def _integer_scale(self, node, factors: dict[int, Fraction]) -> int:
+        if factors[0] != 1 or factors[1] != 1 or factors[2] != factors[3] or factors[2].denominator != 1 \
+                or factors[2] < 1:
+            raise self._error(node, f"scales {[str(factors[a]) for a in range(4)]} are not supported; only the "
+                              "same integer factor >= 1 for height and width (1 for N and C)")
+        return int(factors[2])
+
+    def _upsampled(self, node, value: _Value, src: Layer, scale: int) -> None:
+        shape = Shape(src.shape.c, src.shape.h * scale, src.shape.w * scale)
+        self._add_layer(node, "upsample", [value.layer], shape, attrs={"scale": scale})
+
+
+def _label(node: onnx.NodeProto) -> str:
+    """The name a node is known by: its own name, else its first output's name."""
+    return node.name or (node.output[0] if node.output else node.op_type)
+
+
+def _pair(value, default: int) -> tuple[int, int]:
+    if value is None:
+        return (default, default)
+    value = tuple(int(v) for v in value)
+    if len(value) != 2:
+        raise ModelError(f"expected 2 values for a 2-D operator attribute, got {list(value)}")
+    return value
+
+
+def _out_len(size: int, pad_total: int, k: int, s: int, d: int) -> int:
+    return (size + pad_total - ((k - 1) * d + 1)) // s + 1
+
+
+def _is_replication(in_len: int, scale: int, ctm: str, nearest: str) -> bool:
+    """Whether ONNX Resize's nearest sampling picks input index x // scale for every output x."""
+    out_len = in_len * scale
+    for x in range(out_len):
+        if ctm in ("half_pixel", "pytorch_half_pixel", "half_pixel_symmetric"):
+            # half_pixel_symmetric equals half_pixel for an exact integer scale.
+            src = Fraction(2 * x + 1, 2 * scale) - Fraction(1, 2)
+            if ctm == "pytorch_half_pixel" and out_len == 1:
+                src = Fraction(0)
+        elif ctm == "asymmetric":
+            src = Fraction(x, scale)
+        elif ctm == "tf_half_pixel_for_nn":
+            src = Fraction(2 * x + 1, 2 * scale)
+        elif ctm == "align_corners":
+            src = Fraction(0) if out_len == 1 else Fraction(x * (in_len - 1), out_len - 1)
+        else:
+            return False
+        if nearest in ("round_prefer_floor", "round_prefer_ceil"):
+            tie = (2 * src).denominator == 1 and (2 * src).numerator % 2 == 1
+            if tie:
+                index = int(src // 1) if nearest == "round_prefer_floor" else int(src // 1) + 1
+            else:
+                index = int((src + Fraction(1, 2)) // 1)
+        elif nearest == "floor":
+            index = int(src // 1)
+        elif nearest == "ceil":
+            index = -int((-src) // 1)
+        else:
+            return False
+        if min(max(index, 0), in_len - 1) != x // scale:
+            return False
+    return True
