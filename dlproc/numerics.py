@@ -15,6 +15,9 @@ so rounding is *round half up* (towards +infinity) and the result saturates to t
 int8 range. Leaky ReLU is ``M_neg = round(alpha * M)``; without it ``M_neg == M``. Power-of-two
 scaling (the MATLAB FPGA scheme) is ``M = 1``. ``acc * m`` is exact in 47 bits, so the hardware
 needs a 32 x 15 bit multiplier per output lane.
+
+Two more pieces of hardware arithmetic live here for the same reason: ``wrap_int32`` (accumulators
+wrap modulo 2**32) and ``lrn_index`` (the LRN block's table index of a square sum).
 """
 
 from __future__ import annotations
@@ -76,3 +79,55 @@ def quantize_multiplier(real: float, max_shift: int = MAX_SHIFT) -> tuple[int, i
     if shift < 0:
         raise ValueError(f"requantization scale {real!r} is too large (>= 2**{MULT_BITS})")
     return mult, shift
+
+
+def wrap_int32(value: np.ndarray | int) -> np.ndarray:
+    """Reduce integers modulo 2**32 into the int32 range, as the hardware's accumulators wrap."""
+    v = np.asarray(value, dtype=np.int64)
+    return (((v + 2**31) & (2**32 - 1)) - 2**31).astype(np.int32)
+
+
+# -- LRN -------------------------------------------------------------------------------------------
+# The LRN block squares the zero-point-corrected inputs of a channel window, sums them (q, an
+# unsigned LRN_SUM_BITS-bit integer) and looks a multiplier up in a per-layer table indexed by a
+# floating-point-like encoding of q: the LRN_MANT_BITS leading bits of q and their position. Entry i
+# holds a pair (M_i, S_i) with M_i / 2**S_i ~= (s_in / s_out) * (bias + alpha / size * s_in**2 * q) ** -beta
+# at the centre of the entry's q range; the output is requantize(x - zp_in, M_i, S_i, zp_out, act_min,
+# act_max). docs/numerics.md section 9 specifies it and derives the accuracy.
+
+LRN_SUM_BITS = 20  #: width of the square sum; 16 * 255**2 < 2**20, hence LRN_MAX_SIZE
+LRN_MAX_SIZE = 16  #: largest LRN window (channels)
+LRN_MANT_BITS = 8  #: leading bits of the square sum that select a table entry
+LRN_TABLE_SIZE = (LRN_SUM_BITS - LRN_MANT_BITS + 2) << (LRN_MANT_BITS - 1)  #: 1792 entries
+
+
+def lrn_index(q: np.ndarray | int) -> np.ndarray:
+    """Table index of square sums ``q`` (0 <= q < 2**LRN_SUM_BITS).
+
+    ``e = max(0, bit_length(q) - LRN_MANT_BITS)`` and ``index = (e << (LRN_MANT_BITS - 1)) + (q >> e)``:
+    q itself below 2**LRN_MANT_BITS, then 2**(LRN_MANT_BITS-1) entries per octave.
+    """
+    q = np.asarray(q, dtype=np.int64)
+    if q.size and (q.min() < 0 or q.max() >= 2**LRN_SUM_BITS):
+        raise ValueError(f"LRN square sum out of range [0, 2**{LRN_SUM_BITS})")
+    # bit_length via frexp is exact for integers below 2**53.
+    bits = np.frexp(q.astype(np.float64))[1].astype(np.int64)
+    e = np.maximum(bits - LRN_MANT_BITS, 0)
+    return (e << (LRN_MANT_BITS - 1)) + (q >> e)
+
+
+def lrn_bucket(index: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """The square sums (first, last) that share table entry ``index`` (inverse of lrn_index)."""
+    index = np.asarray(index, dtype=np.int64)
+    e = np.maximum((index >> (LRN_MANT_BITS - 1)) - 1, 0)
+    mant = index - (e << (LRN_MANT_BITS - 1))
+    first = mant << e
+    last = ((mant + 1) << e) - 1
+    return first, last
+
+
+# -- integer softmax (a candidate for the optional softmax block; the host runs softmax in float) ----
+SOFTMAX_EXP_BITS = 20  #: exp table entries are round(2**20 * exp(-s_in * t)), t = 0..255
+SOFTMAX_MAX_CHANNELS = 4095  #: the exp sum (<= C * 2**20) must fit 32 bits unsigned
+SOFTMAX_RECIP_BITS = 52  #: R = floor(2**52 / sum)
+SOFTMAX_OUT_SHIFT = SOFTMAX_RECIP_BITS - 8  #: output scale 1/256, zero point -128
