@@ -1,0 +1,69 @@
+"""The dlproc processor in Amaranth: one module per hardware block.
+
+``DlprocTop`` (``top.py``) is the whole processor; ``generate_verilog(config)`` returns its
+Verilog (top module ``dlproc_top``). Blocks: ``csr`` (control/status registers), ``fetch``,
+``dma`` (burst planner, memory arbiter, load and store units), ``tokens`` (instruction queues and
+dependency tokens), ``buffers`` (INP/WGT/PRM/OUT), ``profile``, and the compute unit
+(``compute``, ``conv``, ``output_stage``, ``pool``). ``avalon`` holds the bus signatures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .top import DlprocTop, hardware_params
+
+__all__ = ["DlprocTop", "generate_verilog", "hardware_params", "lint", "LINT_WAIVERS"]
+
+TOP_NAME = "dlproc_top"
+
+#: Verilator ``-Wall`` warning classes waived for the generated Verilog, and why. Each comes from
+#: how Yosys's Verilog backend writes any Amaranth design, not from the design itself (the
+#: Amaranth source has exact, defined widths); docs/architecture.md repeats the list.
+LINT_WAIVERS: dict[str, str] = {
+    "WIDTHEXPAND": "Yosys relies on Verilog's context-determined widths (e.g. `3'h4 - cur[4:3]`, "
+    "`index < 3'h4`), which are exactly Amaranth's zero/sign extension",
+    "WIDTHTRUNC": "Yosys writes `!fsm_state` and narrowing assignments whose truncation is Amaranth's "
+    "defined wrap-around",
+    "CASEINCOMPLETE": "Yosys emits `casez` without default after a default assignment, so no latch "
+    "and no X can result",
+    "PROCASSINIT": "Yosys declares registers with their reset/initial value (`reg x = 0;`) and "
+    "assigns them in `always` blocks, which is how Amaranth's `init=` is expressed",
+    "DECLFILENAME": "Amaranth writes the whole module hierarchy into one file, Verilator expects "
+    "one module per file",
+    "UNUSEDSIGNAL": "Amaranth emits a named wire for every field of every layout-typed signal (all "
+    "members of the instruction union in every block that carries an instruction) and keeps the "
+    "unused carry bits of widened arithmetic",
+}
+
+
+def generate_verilog(config: Any) -> str:
+    """The Verilog of the whole processor for a ProcessorConfig (top module ``dlproc_top``)."""
+    from amaranth.back import verilog
+
+    hw = hardware_params(config)  # a configuration error is raised before anything is built
+    return verilog.convert(DlprocTop(hw), name=TOP_NAME, emit_src=False)
+
+
+def lint(verilog_text: str, workdir: "str | None" = None) -> str:
+    """Run ``verilator --lint-only -Wall`` (with :data:`LINT_WAIVERS`) on ``verilog_text``.
+
+    Returns Verilator's messages; raises :class:`dlproc.errors.ToolchainError` if it reports any.
+    """
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from ..errors import ToolchainError
+    from ..toolchain import find_verilator, verilator_env
+
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        path = Path(tmp) / f"{TOP_NAME}.v"  # file name = module name (DECLFILENAME)
+        path.write_text(verilog_text)
+        cmd = [str(find_verilator().executable), "--lint-only", "-Wall", "--top-module", TOP_NAME]
+        cmd += [f"-Wno-{name}" for name in LINT_WAIVERS]
+        result = subprocess.run(cmd + [str(path)], env=verilator_env(), capture_output=True, text=True)
+    messages = result.stdout + result.stderr
+    if result.returncode != 0 or "%Warning" in messages or "%Error" in messages:
+        raise ToolchainError(f"verilator lint of {TOP_NAME} failed:\n{messages[:20000]}")
+    return messages

@@ -1,0 +1,99 @@
+"""Avalon-MM signatures of the processor's two external ports and of the internal bus clients.
+
+The signatures are written from the *master's* point of view; the CSR slave port of the top level
+is therefore ``In(CsrSignature(...))`` and the memory master port ``Out(MemorySignature(...))``.
+Member names are the Avalon signal names, so the flattened Verilog ports read ``csr__address``,
+``mem__waitrequest`` and so on, as the contract requires and as Platform Designer expects.
+
+Protocol summary (Avalon Interface Specifications, memory-mapped):
+
+* CSR: word addresses, fixed read latency 1, no waitrequest: ``readdata`` is valid the cycle after
+  ``read`` is asserted; a ``write`` takes effect in the cycle it is asserted.
+* Memory: a pipelined burst master. A command (``read`` or the first ``write`` beat, with
+  ``address`` and ``burstcount``) and every further write beat are held unchanged while
+  ``waitrequest`` is high and are accepted in a cycle where it is low. Read data returns in order,
+  one beat per ``readdatavalid``, possibly while further commands are issued. A write burst, once
+  started, is finished before any other command is issued. Writes are complete when accepted.
+"""
+
+from __future__ import annotations
+
+from amaranth.lib.wiring import In, Out, Signature
+
+ADDR_BITS = 32  #: byte addresses on the memory master
+
+
+def burst_bits(max_burst: int) -> int:
+    """Width of ``burstcount`` for bursts of 1..max_burst beats (Avalon: log2(max) + 1)."""
+    return max_burst.bit_length()
+
+
+def CsrSignature(addr_bits: int) -> Signature:
+    """Avalon-MM CSR interface, master's view (the processor is the slave: use ``In(...)``)."""
+    return Signature(
+        {
+            "address": Out(addr_bits),
+            "read": Out(1),
+            "write": Out(1),
+            "writedata": Out(32),
+            "readdata": In(32),
+        }
+    )
+
+
+def MemorySignature(data_width: int, max_burst: int) -> Signature:
+    """Avalon-MM pipelined burst memory interface, master's view (use ``Out(...)`` on the master)."""
+    return Signature(
+        {
+            "address": Out(ADDR_BITS),
+            "burstcount": Out(burst_bits(max_burst)),
+            "read": Out(1),
+            "write": Out(1),
+            "writedata": Out(data_width),
+            "byteenable": Out(data_width // 8),
+            "waitrequest": In(1),
+            "readdata": In(data_width),
+            "readdatavalid": In(1),
+        }
+    )
+
+
+def ReadClientSignature(data_width: int, max_burst: int) -> Signature:
+    """A read client of the memory arbiter, client's view.
+
+    The client presents one burst (``req_*``, address already checked against the DMA window) and
+    the arbiter pulses ``req_ready`` when it has taken it. Every beat of that burst later arrives
+    with ``rsp_valid``; there is no back-pressure, so the client must have room for all beats of a
+    burst before it requests it.
+    """
+    return Signature(
+        {
+            "req_valid": Out(1),
+            "req_addr": Out(ADDR_BITS),
+            "req_len": Out(burst_bits(max_burst)),
+            "req_ready": In(1),
+            "rsp_valid": In(1),
+            "rsp_data": In(data_width),
+        }
+    )
+
+
+def WriteClientSignature(data_width: int, max_burst: int) -> Signature:
+    """A write client of the memory arbiter, client's view.
+
+    The client presents one burst (``req_*``) only when all its beats are buffered; after
+    ``req_ready`` the arbiter takes the beats in order from ``wdata``/``wbe`` (valid while
+    ``wvalid``), pulsing ``wack`` for every beat the memory accepted.
+    """
+    return Signature(
+        {
+            "req_valid": Out(1),
+            "req_addr": Out(ADDR_BITS),
+            "req_len": Out(burst_bits(max_burst)),
+            "req_ready": In(1),
+            "wvalid": Out(1),
+            "wdata": Out(data_width),
+            "wbe": Out(data_width // 8),
+            "wack": In(1),
+        }
+    )

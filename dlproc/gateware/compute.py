@@ -1,0 +1,219 @@
+"""The compute unit: executes the CONV, POOL and FINISH instructions of the program.
+
+It sits between the load and store units of the decoupled access/execute pipeline
+(load -> compute -> store) and contains
+
+* the instruction sequencer: takes one 256-bit instruction at a time from ``insn`` (the fetch
+  unit's compute queue), waits for and consumes the dependency tokens its ``pop_*`` flags ask for,
+  then hands it to an engine;
+* the :class:`~dlproc.gateware.conv.ConvEngine` (C x C MAC array, accumulator memory, drain),
+* the :class:`~dlproc.gateware.pool.PoolEngine`,
+* one shared :class:`~dlproc.gateware.output_stage.OutputStage` whose results go to OUT.
+
+Token ports (the core's token counters sit outside; one cycle pulses, ``*_pop`` only while the
+matching ``*_valid`` is high):
+
+* ``tok_l2c_valid``/``tok_l2c_pop``  a load->compute token is available / consume it (pop_prev)
+* ``tok_s2c_valid``/``tok_s2c_pop``  a store->compute token is available / consume it (pop_next)
+* ``tok_c2l_push``  give the load unit a token (push_prev)
+* ``tok_c2s_push``  give the store unit a token (push_next)
+
+A push is given when the instruction has *completed*: for CONV and POOL when the last word of
+its output has been written to OUT (the flags travel with that word through the output stage),
+so a STORE waiting for the token always reads finished data. Because a CONV is handed to the
+conv engine as soon as the engine can start it, the next instruction's token wait overlaps the
+previous tile's drain. POOL waits until everything before it has completed (it shares the INP
+port and the output stage), and CONV waits for a running POOL to finish reading.
+
+FINISH waits until every earlier instruction has completed, gives its own pushes (if any) and
+raises ``finished`` (level, until reset). The core sets DONE when ``finished`` is high and the
+other units are idle. The unit restarts from its reset state; the core resets it (for example
+with ``ResetInserter``) when a run starts.
+
+``busy`` is high while an instruction is executing anywhere in the unit (sequencer dispatching,
+an engine working, or results in flight), ``stall`` while the sequencer waits for a token
+(both can be high together: a drain may run while the next instruction waits). ``mac_active``
+is high in every cycle the MAC array consumes an INP word (C*C MACs).
+
+Errors (sticky ``error`` with an :class:`dlproc.isa.ErrorCode` in ``error_code``): an opcode
+other than CONV/POOL/FINISH gives ILLEGAL_OPCODE; the engines report SRAM_RANGE and
+ILLEGAL_FIELD. After an error the unit accepts no further instruction.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal, Value
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from dlproc import isa
+
+from .conv import CONV_CMD_LAYOUT, ConvEngine, _read_port, inp_word_layout, wgt_word_layout
+from .output_stage import OutputStage, out_word_layout, prm_word_layout
+from .pool import POOL_CMD_LAYOUT, PoolEngine
+
+__all__ = [
+    "ComputeUnit",
+    "default_acc_depth",
+    "inp_word_layout",
+    "wgt_word_layout",
+    "prm_word_layout",
+    "out_word_layout",
+]
+
+
+def default_acc_depth(hw: isa.HardwareParams) -> int:
+    """Accumulator depth (output pixels per CONV) when the caller does not choose one.
+
+    Half of OUT: a tile lands in one half of the double-buffered OUT, so no double-buffered
+    program has a larger tile. This is the rule the ISA-level simulator uses as well.
+    """
+    return int(getattr(hw, "acc_depth", None) or max(1, hw.out_depth // 2))
+
+
+class ComputeUnit(wiring.Component):
+    """CONV / POOL / FINISH execution. See the module docstring for the port protocol.
+
+    Parameters: ``hw`` (buffer depths and C) and ``acc_depth`` (ACC words per bank; default
+    :func:`default_acc_depth`). Memory ports follow ``amaranth.lib.memory`` signatures seen from
+    the user: read ports ``inp``, ``wgt``, ``prm`` (``addr``/``en`` out, ``data`` in, one cycle
+    read latency), write port ``out`` (``addr``/``data``/``en`` out).
+    """
+
+    def __init__(self, hw: isa.HardwareParams, acc_depth: int | None = None) -> None:
+        self.hw = hw
+        self.c = hw.c
+        self.acc_depth = default_acc_depth(hw) if acc_depth is None else acc_depth
+        self.inp_bits = max(1, (hw.inp_depth - 1).bit_length())
+        self.wgt_bits = max(1, (hw.wgt_depth - 1).bit_length())
+        self.prm_bits = max(1, (hw.prm_depth - 1).bit_length())
+        self.out_bits = max(1, (hw.out_depth - 1).bit_length())
+        super().__init__({
+            "insn": In(stream.Signature(isa.INSN_LAYOUT)),
+            "inp": Out(_read_port(self.inp_bits, inp_word_layout(self.c))),
+            "wgt": Out(_read_port(self.wgt_bits, wgt_word_layout(self.c))),
+            "prm": Out(_read_port(self.prm_bits, prm_word_layout(self.c))),
+            "out": Out(memory.WritePort.Signature(addr_width=self.out_bits,
+                                                  shape=out_word_layout(self.c)).flip()),
+            "tok_l2c_valid": In(1),
+            "tok_l2c_pop": Out(1),
+            "tok_s2c_valid": In(1),
+            "tok_s2c_pop": Out(1),
+            "tok_c2l_push": Out(1),
+            "tok_c2s_push": Out(1),
+            "busy": Out(1),
+            "stall": Out(1),
+            "mac_active": Out(1),
+            "finished": Out(1),
+            "error": Out(1),
+            "error_code": Out(4),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.conv = conv = ConvEngine(self.hw, self.acc_depth)
+        m.submodules.pool = pool = PoolEngine(self.hw, self.acc_depth)
+        m.submodules.ostage = ostage = OutputStage(self.c, self.out_bits, conv.ost.tag.shape().width)
+
+        # ---------------------------------------------------------------- shared ports
+        # The engines never read INP (or PRM) in the same cycle: the sequencer starts a POOL only
+        # when the conv engine is idle and a CONV only when the pool engine is, so a plain
+        # "whoever enables" mux is enough. Read data goes to both; the idle one ignores it.
+        m.d.comb += [
+            self.inp.addr.eq(Mux(pool.inp.en, pool.inp.addr, conv.inp.addr)),
+            self.inp.en.eq(conv.inp.en | pool.inp.en),
+            conv.inp.data.eq(self.inp.data),
+            pool.inp.data.eq(self.inp.data),
+            self.prm.addr.eq(Mux(pool.prm.en, pool.prm.addr, conv.prm.addr)),
+            self.prm.en.eq(conv.prm.en | pool.prm.en),
+            conv.prm.data.eq(self.prm.data),
+            pool.prm.data.eq(self.prm.data),
+        ]
+        wiring.connect(m, conv.wgt, wiring.flipped(self.wgt))
+        # The same argument holds for the output stage: the pool engine's last item entered it
+        # before a CONV can even start, and a CONV's drain has ended before a POOL starts.
+        for name in ("valid", "acc", "params", "zp_out", "act_min", "act_max", "addr", "tag"):
+            m.d.comb += getattr(ostage.i, name).eq(Mux(
+                pool.ost.valid, Value.cast(getattr(pool.ost, name)), Value.cast(getattr(conv.ost, name))))
+        m.d.comb += [
+            self.out.addr.eq(ostage.o.addr),
+            self.out.data.eq(ostage.o.data),
+            self.out.en.eq(ostage.o.valid),
+        ]
+
+        # ---------------------------------------------------------------- completion, tokens
+        # Tag of an output-stage item: bit 0 = last word of its instruction, bits 1, 2 = the
+        # instruction's push_prev, push_next.
+        done_item = ostage.o.valid & ostage.o.tag[0]
+        inflight = Signal(3)  # dispatched CONV/POOL instructions whose last word is not in OUT yet
+        dispatched = Signal()
+        m.d.sync += inflight.eq(inflight + dispatched - done_item)
+        finish_push_prev, finish_push_next = Signal(), Signal()
+        m.d.comb += [
+            self.tok_c2l_push.eq((done_item & ostage.o.tag[1]) | finish_push_prev),
+            self.tok_c2s_push.eq((done_item & ostage.o.tag[2]) | finish_push_next),
+            self.mac_active.eq(conv.mac_active),
+        ]
+
+        # ---------------------------------------------------------------- sequencer
+        ir = Signal(isa.INSN_LAYOUT)
+        hdr = ir.header
+        own_error = Signal()
+        own_code = Signal(4)
+        finished = Signal()
+        error = own_error | conv.error | pool.error
+        m.d.comb += [
+            self.error.eq(error),
+            self.error_code.eq(Mux(own_error, own_code, Mux(conv.error, conv.error_code, pool.error_code))),
+            self.finished.eq(finished),
+        ]
+        all_done = (inflight == 0) & ~conv.busy & ~pool.busy
+
+        conv_fields = [n for n, _ in CONV_CMD_LAYOUT if n != "tag"]
+        pool_fields = [n for n, _ in POOL_CMD_LAYOUT if n != "tag"]
+        m.d.comb += [getattr(conv.cmd.payload, n).eq(getattr(ir.conv, n)) for n in conv_fields]
+        m.d.comb += [getattr(pool.cmd.payload, n).eq(getattr(ir.pool, n)) for n in pool_fields]
+        m.d.comb += [
+            conv.cmd.payload.tag.eq(hdr.push_prev | (hdr.push_next << 1)),
+            pool.cmd.payload.tag.eq(hdr.push_prev | (hdr.push_next << 1)),
+        ]
+
+        with m.FSM(name="sequencer") as fsm:
+            with m.State("FETCH"):
+                m.d.comb += self.insn.ready.eq(~error & ~finished)
+                with m.If(self.insn.valid & self.insn.ready):
+                    m.d.sync += ir.eq(self.insn.payload)
+                    m.next = "TOKENS"
+            with m.State("TOKENS"):
+                have = ((~hdr.pop_prev | self.tok_l2c_valid) & (~hdr.pop_next | self.tok_s2c_valid))
+                m.d.comb += self.stall.eq(~have)
+                with m.If(have & ~error):
+                    m.d.comb += [self.tok_l2c_pop.eq(hdr.pop_prev), self.tok_s2c_pop.eq(hdr.pop_next)]
+                    m.next = "EXEC"
+            with m.State("EXEC"):
+                with m.Switch(hdr.opcode):
+                    with m.Case(isa.Opcode.CONV):
+                        m.d.comb += conv.cmd.valid.eq(~pool.busy & ~error)
+                        with m.If(conv.cmd.valid & conv.cmd.ready):
+                            m.d.comb += dispatched.eq(1)
+                            m.next = "FETCH"
+                    with m.Case(isa.Opcode.POOL):
+                        m.d.comb += pool.cmd.valid.eq(all_done & ~error)
+                        with m.If(pool.cmd.valid & pool.cmd.ready):
+                            m.d.comb += dispatched.eq(1)
+                            m.next = "FETCH"
+                    with m.Case(isa.Opcode.FINISH):
+                        with m.If(all_done & ~error):
+                            m.d.comb += [finish_push_prev.eq(hdr.push_prev),
+                                         finish_push_next.eq(hdr.push_next)]
+                            m.d.sync += finished.eq(1)
+                            m.next = "DONE"
+                    with m.Default():
+                        with m.If(~error):
+                            m.d.sync += [own_error.eq(1), own_code.eq(isa.ErrorCode.ILLEGAL_OPCODE)]
+                        m.next = "DONE"
+            with m.State("DONE"):
+                pass
+
+        m.d.comb += self.busy.eq(fsm.ongoing("EXEC") | conv.busy | pool.busy | (inflight != 0))
+        return m

@@ -1,0 +1,684 @@
+"""Memory-side units: the burst planner, the memory-master arbiter, and the load and store units.
+
+Every memory access of the processor goes through one Avalon-MM pipelined burst master
+(:class:`MemoryArbiter`) shared by three clients: the fetch unit and the load unit read, the store
+unit writes. Each client plans its own bursts with a :class:`BurstPlanner`, which splits the rows
+of a strided 3-D transfer into bursts and checks each burst against the DMA window *before* it
+can be requested, so an access outside [DMA_BASE, DMA_LIMIT) never appears on the bus.
+
+Bursts never cross a ``max_burst * B``-byte boundary. Avalon-MM itself allows any burst, but
+aligned bursts also never cross a 4 KiB page, which keeps them legal when Platform Designer
+bridges the port to AXI (the HPS SDRAM ports) and lets the interconnect's burst adapters pass
+them through unchanged.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
+
+from ..isa import INSN_LAYOUT, LOAD_LAYOUT, STORE_LAYOUT, Buf, ErrorCode, HardwareParams, Opcode
+from .avalon import MemorySignature, ReadClientSignature, WriteClientSignature, burst_bits
+from .buffers import read_port_signature, write_port_signature
+
+WIDE = 64  #: internal DRAM address width: strided address sums are exact, never wrap at 2**32
+#: SRAM address counters are one bit wider than the ISA fields, so that running past a buffer
+#: of the largest encodable depth is still detected instead of wrapping.
+SRAM_WADDR_BITS = 21
+
+
+def burst_layout(hw: HardwareParams) -> data.StructLayout:
+    return data.StructLayout({"addr": unsigned(32), "len": unsigned(burst_bits(hw.max_burst))})
+
+
+class BurstPlanner(wiring.Component):
+    """Splits a strided 3-D transfer into window-checked, aligned bursts.
+
+    The transfer has ``z_count`` planes of ``y_count`` rows; each row is ``row_beats`` consecutive
+    beats starting at ``base + z*z_step + y*y_step`` (bytes). A ``start`` pulse (while idle)
+    latches the inputs. Each burst is offered on ``burst`` only after the window check: a burst
+    that reaches past DMA_LIMIT is shortened to the beats below it, and a burst whose first beat
+    is outside [DMA_BASE, DMA_LIMIT) is never offered; instead ``error`` rises (sticky) with
+    ``err_addr`` = that beat's address. So everything inside the window is transferred, nothing
+    outside is, and the error names the first byte address that was refused. ``misaligned``
+    (sticky) is raised instead if ``base`` is not a multiple of B. ``busy`` is high until the
+    last burst has been taken.
+
+    Planning, checking and offering are separate register stages (the 64-bit address adders and
+    the window compare never share a cycle); in steady state a burst takes two cycles (check,
+    offer), so with bursts of two or more beats the bus, not the planner, is the bottleneck.
+    """
+
+    def __init__(self, hw: HardwareParams, row_bits: int = 24):
+        self.hw = hw
+        super().__init__(
+            {
+                "start": In(1),
+                "base": In(WIDE),
+                "row_beats": In(row_bits),
+                "y_count": In(16),
+                "z_count": In(16),
+                "y_step": In(WIDE),
+                "z_step": In(WIDE),
+                "win_base": In(32),
+                "win_limit": In(32),
+                "burst": Out(stream.Signature(burst_layout(hw))),
+                "busy": Out(1),
+                "error": Out(1),
+                "misaligned": Out(1),
+                "err_addr": Out(32),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        hw = self.hw
+        lb = exact_log2(hw.bytes_per_beat)
+        lm = exact_log2(hw.max_burst)
+        row_beats = Signal.like(self.row_beats)
+        y_count = Signal(16)
+        z_count = Signal(16)
+        y_step = Signal(WIDE)
+        z_step = Signal(WIDE)
+        plane = Signal(WIDE)
+        row = Signal(WIDE)
+        cur = Signal(WIDE)
+        left = Signal.like(self.row_beats)
+        y = Signal(16)
+        z = Signal(16)
+        c_addr = Signal(WIDE)
+        c_len = Signal(burst_bits(hw.max_burst))
+        room = Signal(signed(WIDE + 1))  # DMA_LIMIT - burst start (negative: beyond the limit)
+        below = Signal()  # burst start below DMA_BASE
+        last = Signal()
+
+        # Beats to the next max_burst-aligned boundary: max_burst - (beat address mod max_burst).
+        to_boundary = Signal(lm + 1)
+        if lm:
+            m.d.comb += to_boundary.eq(hw.max_burst - cur[lb : lb + lm])
+        else:
+            m.d.comb += to_boundary.eq(1)
+        length = Mux(left < to_boundary, left, to_boundary)
+
+        m.d.comb += [
+            self.burst.payload.addr.eq(c_addr[:32]),
+            self.burst.payload.len.eq(c_len),
+        ]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [
+                        row_beats.eq(self.row_beats),
+                        y_count.eq(self.y_count),
+                        z_count.eq(self.z_count),
+                        y_step.eq(self.y_step),
+                        z_step.eq(self.z_step),
+                        plane.eq(self.base),
+                        row.eq(self.base),
+                        cur.eq(self.base),
+                        left.eq(self.row_beats),
+                        y.eq(0),
+                        z.eq(0),
+                        last.eq(0),
+                    ]
+                    m.d.comb += self.busy.eq(1)
+                    if lb:
+                        with m.If(self.base[:lb] != 0):
+                            m.d.sync += [self.misaligned.eq(1), self.err_addr.eq(self.base[:32])]
+                            m.next = "ERROR"
+                        with m.Else():
+                            m.next = "PLAN"
+                    else:
+                        m.next = "PLAN"
+            plan = [
+                c_addr.eq(cur),
+                c_len.eq(length),
+                room.eq(self.win_limit - cur),
+                below.eq(cur < self.win_base),
+            ]
+            with m.State("PLAN"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += plan
+                m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.comb += self.busy.eq(1)
+                # Whole beats between the burst start and DMA_LIMIT. The burst is clipped to
+                # them, so everything inside the window is transferred and the error names the
+                # first beat that is not.
+                room_beats = room[lb:]
+                fits = room_beats >= c_len
+                clipped = Mux(fits, c_len, room_beats[: len(c_len)])
+                with m.If(below | room[-1] | (room_beats == 0)):
+                    m.d.sync += [self.error.eq(1), self.err_addr.eq(c_addr[:32])]
+                    m.next = "ERROR"
+                with m.Else():
+                    # Advance to the next burst while this one is offered.
+                    m.d.sync += [c_len.eq(clipped), cur.eq(c_addr + (clipped << lb)), left.eq(left - clipped)]
+                    with m.If(left == clipped):
+                        m.d.sync += left.eq(row_beats)
+                        with m.If(y + 1 < y_count):
+                            m.d.sync += [y.eq(y + 1), row.eq(row + y_step), cur.eq(row + y_step)]
+                        with m.Else():
+                            m.d.sync += [
+                                y.eq(0),
+                                z.eq(z + 1),
+                                plane.eq(plane + z_step),
+                                row.eq(plane + z_step),
+                                cur.eq(plane + z_step),
+                            ]
+                            with m.If(z + 1 >= z_count):
+                                m.d.sync += last.eq(1)
+                    m.next = "OFFER"
+            with m.State("OFFER"):
+                m.d.comb += [self.busy.eq(1), self.burst.valid.eq(1)]
+                with m.If(self.burst.ready):
+                    with m.If(last):
+                        m.next = "IDLE"
+                    with m.Else():
+                        # ``cur`` already points at the next burst (advanced in CHECK), so plan
+                        # it right away: two cycles per burst in steady state.
+                        m.d.sync += plan
+                        m.next = "CHECK"
+            with m.State("ERROR"):
+                m.d.comb += self.busy.eq(1)
+        return m
+
+
+class MemoryArbiter(wiring.Component):
+    """The Avalon-MM burst master, shared by fetch (read), load (read) and store (write).
+
+    One command is in the command phase at a time; read commands may be issued while earlier read
+    bursts still return data (up to ``outstanding`` bursts), and a small FIFO remembers which client
+    each returning beat belongs to (Avalon returns read data in command order). A write burst is
+    granted only when its client holds every beat, and it completes before the next command.
+
+    Priority: fetch first (it feeds everything else and is rare), then load and store alternate.
+    ``halt`` stops new grants; a write burst in progress still completes, as Avalon requires.
+    ``idle`` is high when no command is in progress and no read data is outstanding.
+    """
+
+    def __init__(self, hw: HardwareParams, outstanding: int = 16):
+        self.hw = hw
+        self.outstanding = outstanding
+        w, mb = hw.mem_data_width, hw.max_burst
+        super().__init__(
+            {
+                "bus": Out(MemorySignature(w, mb)),
+                "fetch": In(ReadClientSignature(w, mb)),
+                "load": In(ReadClientSignature(w, mb)),
+                "store": In(WriteClientSignature(w, mb)),
+                "halt": In(1),
+                "idle": Out(1),
+                "rd_beat": Out(1),
+                "wr_beat": Out(1),
+                "bus_wait": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        bb = burst_bits(self.hw.max_burst)
+        route = fifo.SyncFIFO(width=1 + bb, depth=self.outstanding)
+        m.submodules.route = route
+
+        addr = Signal(32)
+        length = Signal(bb)
+        client = Signal()  # 0 fetch, 1 load (for reads)
+        beat = Signal(bb)  # write beats accepted in this burst
+        prefer_store = Signal()
+
+        bus = self.bus
+        m.d.comb += [bus.address.eq(addr), bus.burstcount.eq(length)]
+
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                can_read = route.w_rdy & ~self.halt
+                with m.If(can_read & self.fetch.req_valid):
+                    m.d.comb += self.fetch.req_ready.eq(1)
+                    m.d.sync += [addr.eq(self.fetch.req_addr), length.eq(self.fetch.req_len), client.eq(0)]
+                    m.next = "READ"
+                with m.Elif(~self.halt & self.store.req_valid & (prefer_store | ~self.load.req_valid)):
+                    m.d.comb += self.store.req_ready.eq(1)
+                    m.d.sync += [
+                        addr.eq(self.store.req_addr),
+                        length.eq(self.store.req_len),
+                        beat.eq(0),
+                        prefer_store.eq(0),
+                    ]
+                    m.next = "WRITE"
+                with m.Elif(can_read & self.load.req_valid):
+                    m.d.comb += self.load.req_ready.eq(1)
+                    m.d.sync += [
+                        addr.eq(self.load.req_addr),
+                        length.eq(self.load.req_len),
+                        client.eq(1),
+                        prefer_store.eq(1),
+                    ]
+                    m.next = "READ"
+            with m.State("READ"):
+                m.d.comb += bus.read.eq(1)
+                with m.If(bus.waitrequest):
+                    m.d.comb += self.bus_wait.eq(1)
+                with m.Else():
+                    m.d.comb += [route.w_en.eq(1), route.w_data.eq(Cat(client, length))]
+                    m.next = "IDLE"
+            with m.State("WRITE"):
+                # The client holds the whole burst, so wvalid stays high; gating write with it
+                # anyway keeps the beat and its data together should that ever change.
+                m.d.comb += [
+                    bus.write.eq(self.store.wvalid),
+                    bus.writedata.eq(self.store.wdata),
+                    bus.byteenable.eq(self.store.wbe),
+                ]
+                with m.If(self.store.wvalid):
+                    with m.If(bus.waitrequest):
+                        m.d.comb += self.bus_wait.eq(1)
+                    with m.Else():
+                        m.d.comb += [self.store.wack.eq(1), self.wr_beat.eq(1)]
+                        m.d.sync += beat.eq(beat + 1)
+                        with m.If(beat + 1 == length):
+                            m.next = "IDLE"
+
+        # Read data: route each beat to the client at the head of the route FIFO.
+        head_client = route.r_data[0]
+        head_len = route.r_data[1:]
+        got = Signal(bb)
+        m.d.comb += [
+            self.fetch.rsp_data.eq(bus.readdata),
+            self.load.rsp_data.eq(bus.readdata),
+        ]
+        with m.If(bus.readdatavalid & route.r_rdy):
+            m.d.comb += [
+                self.fetch.rsp_valid.eq(head_client == 0),
+                self.load.rsp_valid.eq(head_client == 1),
+                self.rd_beat.eq(1),
+            ]
+            with m.If(got + 1 == head_len):
+                m.d.comb += route.r_en.eq(1)
+                m.d.sync += got.eq(0)
+            with m.Else():
+                m.d.sync += got.eq(got + 1)
+
+        m.d.comb += self.idle.eq(fsm.ongoing("IDLE") & ~route.r_rdy)
+        return m
+
+
+def _latch_error(m: Module, unit: wiring.Component, code: ErrorCode, addr=None) -> None:
+    """Record the unit's (first) error; the unit then stays in its ERROR state until cleared."""
+    m.d.sync += [unit.error.eq(1), unit.error_code.eq(code)]
+    if addr is not None:
+        m.d.sync += unit.err_addr.eq(addr)
+
+
+class LoadUnit(wiring.Component):
+    """Executes LOAD: strided DRAM reads into INP, WGT or PRM with padding inserted on the fly.
+
+    Two halves run concurrently for one instruction. The burst planner requests the rows of the
+    unpadded block (row ``(z, y)`` starts at ``dram_addr + (z*z_stride + y*y_stride) * pitch``)
+    as long as the beat FIFO has room reserved for the whole burst (read data has no
+    back-pressure on Avalon, so the credit counter guarantees the FIFO can never overflow). The
+    writer walks the dense padded block in SRAM order, one word per cycle: padding positions get
+    ``pad_value`` in every byte; data positions take ``elem_beats`` beats from the FIFO and keep
+    the first ``elem_bytes`` bytes. Because DRAM rows and SRAM rows are visited in the same
+    (z, y, x) order, the beats arrive exactly in the order the writer needs them.
+    """
+
+    def __init__(self, hw: HardwareParams):
+        self.hw = hw
+        w, mb = hw.mem_data_width, hw.max_burst
+        super().__init__(
+            {
+                "insn": In(stream.Signature(INSN_LAYOUT)),
+                "done": Out(1),
+                "mem": Out(ReadClientSignature(w, mb)),
+                "inp_w": In(write_port_signature(hw, "INP")),
+                "wgt_w": In(write_port_signature(hw, "WGT")),
+                "prm_w": In(write_port_signature(hw, "PRM")),
+                "win_base": In(32),
+                "win_limit": In(32),
+                "error": Out(1),
+                "error_code": Out(8),
+                "err_addr": Out(32),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        hw = self.hw
+        bufs = {Buf.INP: "INP", Buf.WGT: "WGT", Buf.PRM: "PRM"}
+        ports = {Buf.INP: self.inp_w, Buf.WGT: self.wgt_w, Buf.PRM: self.prm_w}
+
+        m.submodules.planner = planner = BurstPlanner(hw)
+        m.submodules.beats = beats = fifo.SyncFIFOBuffered(width=hw.mem_data_width, depth=hw.read_credits)
+
+        # Read credits: beats requested but not yet taken out of the FIFO.
+        reserved = Signal(range(hw.read_credits + 1))
+        credit_ok = reserved + planner.burst.payload.len <= hw.read_credits
+        m.d.comb += [
+            self.mem.req_valid.eq(planner.burst.valid & credit_ok),
+            self.mem.req_addr.eq(planner.burst.payload.addr),
+            self.mem.req_len.eq(planner.burst.payload.len),
+            planner.burst.ready.eq(self.mem.req_ready),
+            beats.w_en.eq(self.mem.rsp_valid),
+            beats.w_data.eq(self.mem.rsp_data),
+            planner.win_base.eq(self.win_base),
+            planner.win_limit.eq(self.win_limit),
+        ]
+        m.d.sync += reserved.eq(
+            reserved + Mux(self.mem.req_ready, self.mem.req_len, 0) - beats.r_en
+        )
+
+        ins = Signal(LOAD_LAYOUT)
+        y_step = Signal(WIDE)
+        z_step = Signal(WIDE)
+        row_beats = Signal(24)
+        hp = Signal(17)
+        wp = Signal(17)
+        y_hi = Signal(17)
+        x_hi = Signal(17)
+        waddr = Signal(SRAM_WADDR_BITS)
+        xp = Signal(17)
+        yp = Signal(17)
+        zc = Signal(16)
+        beat_idx = Signal(range(max(hw.elem_beats(b) for b in bufs.values()) + 1))
+        max_beats = max(hw.elem_beats(b) for b in bufs.values())
+        slots = [Signal(hw.mem_data_width, name=f"slot{i}") for i in range(max_beats - 1)]
+
+        nb = Signal.like(beat_idx)  # beats per element of the selected buffer
+        depth = Signal(SRAM_WADDR_BITS)
+        with m.Switch(ins.buf):
+            for code, name in bufs.items():
+                with m.Case(code):
+                    m.d.comb += [nb.eq(hw.elem_beats(name)), depth.eq(hw.depth(name))]
+
+        is_pad = (yp < ins.pad_top) | (yp >= y_hi) | (xp < ins.pad_left) | (xp >= x_hi)
+        we = Signal()
+        for code, name in bufs.items():
+            port = ports[code]
+            n = hw.elem_beats(name)
+            nbytes = hw.elem_bytes(name)
+            assembled = Cat(*slots[: n - 1], beats.r_data)[: 8 * nbytes]
+            pad_word = Cat(*([ins.pad_value] * nbytes))
+            m.d.comb += [
+                port.addr.eq(waddr),
+                port.data.eq(Mux(is_pad, pad_word, assembled)),
+                port.en.eq(we & (ins.buf == code)),
+            ]
+
+        last_x = xp + 1 == wp
+        last_y = yp + 1 == hp
+        last_z = zc + 1 == ins.z_size
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.insn.ready.eq(1)
+                with m.If(self.insn.valid):
+                    m.d.sync += ins.eq(self.insn.payload.load)
+                    m.next = "SETUP"
+            with m.State("SETUP"):
+                bad = (ins.buf > Buf.PRM) | (ins.x_size == 0) | (ins.y_size == 0) | (ins.z_size == 0)
+                with m.If(bad):
+                    _latch_error(m, self, ErrorCode.ILLEGAL_FIELD)
+                    m.next = "ERROR"
+                with m.Else():
+                    with m.Switch(ins.buf):
+                        for code, name in bufs.items():
+                            with m.Case(code):
+                                pitch = hw.pitch(name)
+                                m.d.sync += [
+                                    y_step.eq(ins.y_stride * pitch),
+                                    z_step.eq(ins.z_stride * pitch),
+                                    row_beats.eq(ins.x_size * hw.elem_beats(name)),
+                                ]
+                    m.d.sync += [
+                        hp.eq(ins.y_size + ins.pad_top + ins.pad_bottom),
+                        wp.eq(ins.x_size + ins.pad_left + ins.pad_right),
+                        y_hi.eq(ins.pad_top + ins.y_size),
+                        x_hi.eq(ins.pad_left + ins.x_size),
+                        waddr.eq(ins.sram_base),
+                        xp.eq(0),
+                        yp.eq(0),
+                        zc.eq(0),
+                        beat_idx.eq(0),
+                    ]
+                    m.next = "START"
+            with m.State("START"):
+                m.d.comb += [
+                    planner.start.eq(1),
+                    planner.base.eq(ins.dram_addr),
+                    planner.row_beats.eq(row_beats),
+                    planner.y_count.eq(ins.y_size),
+                    planner.z_count.eq(ins.z_size),
+                    planner.y_step.eq(y_step),
+                    planner.z_step.eq(z_step),
+                ]
+                m.next = "RUN"
+            with m.State("RUN"):
+                advance = Signal()
+                with m.If(planner.error):
+                    _latch_error(m, self, ErrorCode.DMA_LOAD, planner.err_addr)
+                    m.next = "ERROR"
+                with m.Elif(planner.misaligned):
+                    _latch_error(m, self, ErrorCode.ILLEGAL_FIELD, planner.err_addr)
+                    m.next = "ERROR"
+                with m.Elif(waddr >= depth):
+                    _latch_error(m, self, ErrorCode.SRAM_RANGE)
+                    m.next = "ERROR"
+                with m.Elif(is_pad):
+                    m.d.comb += [we.eq(1), advance.eq(1)]
+                with m.Elif(beats.r_rdy):
+                    m.d.comb += beats.r_en.eq(1)
+                    with m.If(beat_idx + 1 == nb):
+                        m.d.comb += [we.eq(1), advance.eq(1)]
+                        m.d.sync += beat_idx.eq(0)
+                    with m.Else():
+                        m.d.sync += beat_idx.eq(beat_idx + 1)
+                        with m.Switch(beat_idx):
+                            for i, slot in enumerate(slots):
+                                with m.Case(i):
+                                    m.d.sync += slot.eq(beats.r_data)
+                with m.If(advance):
+                    m.d.sync += [waddr.eq(waddr + 1), xp.eq(xp + 1)]
+                    with m.If(last_x):
+                        m.d.sync += [xp.eq(0), yp.eq(yp + 1)]
+                        with m.If(last_y):
+                            m.d.sync += [yp.eq(0), zc.eq(zc + 1)]
+                            with m.If(last_z):
+                                m.next = "DONE"
+            with m.State("DONE"):
+                m.d.comb += self.done.eq(1)
+                m.next = "IDLE"
+            with m.State("ERROR"):
+                pass
+        return m
+
+
+class StoreUnit(wiring.Component):
+    """Executes STORE (strided writes from OUT to DRAM) and MARK (profile time stamps).
+
+    STORE: a reader walks the OUT words densely, one word per ``elem_beats`` cycles, and turns
+    each word into bus beats (the element's bytes first, the last beat partially enabled) in a
+    beat FIFO. The burst planner walks the DRAM rows; a burst is requested only once the FIFO
+    holds all of its beats, so the arbiter can stream it without gaps. The instruction completes
+    when the last beat has been accepted by the memory (Avalon writes complete on acceptance).
+
+    MARK: executes in order behind the STOREs before it, so when it starts every earlier store is
+    complete; it writes the cycle counter into profile entry ``index``.
+    """
+
+    def __init__(self, hw: HardwareParams):
+        self.hw = hw
+        w, mb = hw.mem_data_width, hw.max_burst
+        super().__init__(
+            {
+                "insn": In(stream.Signature(INSN_LAYOUT)),
+                "done": Out(1),
+                "mem": Out(WriteClientSignature(w, mb)),
+                "out_r": In(read_port_signature(hw, "OUT")),
+                "win_base": In(32),
+                "win_limit": In(32),
+                "cycles": In(64),
+                "prof_w": In(memory.WritePort.Signature(addr_width=profile_addr_bits(hw), shape=64)),
+                "prof_count": Out(32),
+                "error": Out(1),
+                "error_code": Out(8),
+                "err_addr": Out(32),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        hw = self.hw
+        w = hw.mem_data_width
+        bpb = hw.bytes_per_beat
+        nb = hw.elem_beats("OUT")
+        fifo_depth = 2 * hw.max_burst
+
+        m.submodules.planner = planner = BurstPlanner(hw)
+        m.submodules.beats = beats = fifo.SyncFIFOBuffered(width=w + bpb, depth=fifo_depth)
+
+        # Beats granted to the arbiter but not yet accepted by the memory; they are still in
+        # the FIFO, so only level - pending beats are available for the next burst.
+        pending = Signal(range(fifo_depth + 1))
+        avail = Signal(range(fifo_depth + 1))
+        m.d.comb += avail.eq(beats.level - pending)
+        m.d.comb += [
+            self.mem.req_valid.eq(planner.burst.valid & (avail >= planner.burst.payload.len)),
+            self.mem.req_addr.eq(planner.burst.payload.addr),
+            self.mem.req_len.eq(planner.burst.payload.len),
+            planner.burst.ready.eq(self.mem.req_ready),
+            self.mem.wvalid.eq(beats.r_rdy),
+            self.mem.wdata.eq(beats.r_data[:w]),
+            self.mem.wbe.eq(beats.r_data[w:]),
+            beats.r_en.eq(self.mem.wack),
+            planner.win_base.eq(self.win_base),
+            planner.win_limit.eq(self.win_limit),
+        ]
+        m.d.sync += pending.eq(pending + Mux(self.mem.req_ready, self.mem.req_len, 0) - self.mem.wack)
+
+        ins = Signal(STORE_LAYOUT)
+        y_step = Signal(WIDE)
+        z_step = Signal(WIDE)
+        raddr = Signal(SRAM_WADDR_BITS)
+        xc = Signal(16)
+        yc = Signal(16)
+        zc = Signal(16)
+        reading = Signal()  # words remain to be read from OUT
+        word_valid = Signal()  # out_r.data holds a word not yet turned into beats
+        beat_idx = Signal(range(nb + 1))
+
+        # Beat j of a word carries bytes j*B .. j*B+B-1 of the element; bytes beyond C are off.
+        word_bits = Cat(self.out_r.data.as_value(), Const(0, nb * w - 8 * hw.c))
+        beat_data = Signal(w)
+        beat_be = Signal(bpb)
+        with m.Switch(beat_idx):
+            for j in range(nb):
+                with m.Case(j):
+                    valid_bytes = min(bpb, hw.c - j * bpb)
+                    m.d.comb += [
+                        beat_data.eq(word_bits[j * w : (j + 1) * w]),
+                        beat_be.eq((1 << valid_bytes) - 1),
+                    ]
+        m.d.comb += [beats.w_data.eq(Cat(beat_data, beat_be)), self.out_r.addr.eq(raddr)]
+        # A read port's ``en`` has init 1 (amaranth.lib.memory), so it must be driven low
+        # explicitly: the word on ``out_r.data`` has to hold until all its beats are queued.
+        m.d.comb += self.out_r.en.eq(0)
+
+        mark_index = Signal(16)
+        m.d.comb += [
+            self.prof_w.addr.eq(mark_index),
+            self.prof_w.data.eq(self.cycles),
+        ]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.insn.ready.eq(1)
+                with m.If(self.insn.valid):
+                    m.d.sync += [ins.eq(self.insn.payload.store), mark_index.eq(self.insn.payload.mark.index)]
+                    with m.If(self.insn.payload.header.opcode == Opcode.MARK):
+                        m.next = "MARK"
+                    with m.Else():
+                        m.next = "SETUP"
+            with m.State("MARK"):
+                with m.If(mark_index >= hw.profile_depth):
+                    _latch_error(m, self, ErrorCode.ILLEGAL_FIELD)
+                    m.next = "ERROR"
+                with m.Else():
+                    m.d.comb += self.prof_w.en.eq(1)
+                    m.d.sync += self.prof_count.eq(self.prof_count + 1)
+                    m.next = "DONE"
+            with m.State("SETUP"):
+                with m.If((ins.x_size == 0) | (ins.y_size == 0) | (ins.z_size == 0)):
+                    _latch_error(m, self, ErrorCode.ILLEGAL_FIELD)
+                    m.next = "ERROR"
+                with m.Else():
+                    pitch = hw.pitch("OUT")
+                    m.d.sync += [
+                        y_step.eq(ins.y_stride * pitch),
+                        z_step.eq(ins.z_stride * pitch),
+                        raddr.eq(ins.sram_base),
+                        xc.eq(0),
+                        yc.eq(0),
+                        zc.eq(0),
+                        reading.eq(1),
+                        word_valid.eq(0),
+                        beat_idx.eq(0),
+                    ]
+                    m.next = "START"
+            with m.State("START"):
+                m.d.comb += [
+                    planner.start.eq(1),
+                    planner.base.eq(ins.dram_addr),
+                    planner.row_beats.eq(ins.x_size * nb),
+                    planner.y_count.eq(ins.y_size),
+                    planner.z_count.eq(ins.z_size),
+                    planner.y_step.eq(y_step),
+                    planner.z_step.eq(z_step),
+                ]
+                m.next = "RUN"
+            with m.State("RUN"):
+                # Turn the word on out_r.data into beats, one per cycle while the FIFO has room.
+                word_consumed = Signal()
+                with m.If(word_valid & beats.w_rdy):
+                    m.d.comb += beats.w_en.eq(1)
+                    with m.If(beat_idx + 1 == nb):
+                        m.d.comb += word_consumed.eq(1)
+                        m.d.sync += [beat_idx.eq(0), word_valid.eq(0)]
+                    with m.Else():
+                        m.d.sync += beat_idx.eq(beat_idx + 1)
+                # Read the next word when the port's output is free (or freed this cycle).
+                with m.If(reading & (~word_valid | word_consumed)):
+                    with m.If(raddr >= hw.out_depth):
+                        _latch_error(m, self, ErrorCode.SRAM_RANGE)
+                        m.next = "ERROR"
+                    with m.Else():
+                        m.d.comb += self.out_r.en.eq(1)
+                        m.d.sync += [raddr.eq(raddr + 1), word_valid.eq(1), xc.eq(xc + 1)]
+                        with m.If(xc + 1 == ins.x_size):
+                            m.d.sync += [xc.eq(0), yc.eq(yc + 1)]
+                            with m.If(yc + 1 == ins.y_size):
+                                m.d.sync += [yc.eq(0), zc.eq(zc + 1)]
+                                with m.If(zc + 1 == ins.z_size):
+                                    m.d.sync += reading.eq(0)
+                with m.If(planner.error):
+                    _latch_error(m, self, ErrorCode.DMA_STORE, planner.err_addr)
+                    m.next = "ERROR"
+                with m.Elif(planner.misaligned):
+                    _latch_error(m, self, ErrorCode.ILLEGAL_FIELD, planner.err_addr)
+                    m.next = "ERROR"
+                with m.Elif(~reading & ~word_valid & ~planner.busy & ~beats.r_rdy & (pending == 0)):
+                    m.next = "DONE"
+            with m.State("DONE"):
+                m.d.comb += self.done.eq(1)
+                m.next = "IDLE"
+            with m.State("ERROR"):
+                pass
+        return m
+
+
+def profile_addr_bits(hw: HardwareParams) -> int:
+    return max(1, (hw.profile_depth - 1).bit_length())
+
