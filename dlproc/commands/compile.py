@@ -1,0 +1,88 @@
+"""``dlproc compile MODEL --config F|--preset P [--calibration DATA] -o NET``: compile a network.
+
+MODEL is a quantized network (``.dlq``) or a float model (ONNX, Darknet cfg, or a shipped model
+name), which is first calibrated on ``--calibration`` data and quantized. The compile log lists
+the layers tagged (HW Layer)/(SW Layer), a notice per SW layer, the layer groups and the external
+memory map, as MATLAB's ``compile`` prints them; the compiled network goes to NET (``.dlnet``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import CompileError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "compile",
+        help="compile a quantized network for a processor configuration (.dlnet)",
+        description="Partition the network into hardware and software layers, tile and schedule every "
+        "hardware layer, plan the external memory and write the compiled network file. MODEL is a .dlq "
+        "file (dlproc quantize) or a float model (.onnx, Darknet .cfg, shipped model name) that is "
+        "quantized first with --calibration data.",
+    )
+    parser.add_argument("model", metavar="MODEL", help="a .dlq quantized network or a float model")
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", metavar="F", type=Path, help="processor configuration file (TOML)")
+    src.add_argument("--preset", metavar="P", help="processor configuration preset (de10nano_int8, arria10soc_int8)")
+    parser.add_argument("--calibration", metavar="DATA",
+                        help="calibration data for a float MODEL (.npy, image folder, 'digits')")
+    parser.add_argument("--weights", metavar="FILE", help="Darknet .weights file of a float MODEL")
+    parser.add_argument("--base", metavar="ADDR", default="0", help="DRAM base address of the buffers (default 0)")
+    parser.add_argument("--no-fold", action="store_true", help="disable first-layer folding")
+    parser.add_argument("--json", action="store_true", help="print the layer table and memory map as JSON")
+    parser.add_argument("-o", "--output", metavar="NET", required=True, type=Path, help="compiled network (.dlnet)")
+    parser.set_defaults(func=run)
+
+
+def load_config(config: Path | None, preset: str | None) -> Any:
+    from ..config import ProcessorConfig
+
+    return ProcessorConfig.load(config) if config is not None else ProcessorConfig.preset(preset)
+
+
+def load_quantized(model: str, calibration: str | None, weights: str | None = None) -> Any:
+    """A QuantizedNetwork from a .dlq file, or a float model quantized on the calibration data."""
+    from ..quant import QuantizedNetwork, Quantizer
+    from ..quant.data import resolve_model
+
+    if model.endswith(".dlq"):
+        if calibration:
+            raise CompileError("--calibration is for float models; a .dlq network is already quantized")
+        return QuantizedNetwork.load(model)
+    if not calibration:
+        raise CompileError(f"{model!r} is a float model: give --calibration DATA to quantize it, or pass a .dlq file "
+                           "from dlproc quantize")
+    from ..frontends import load_network
+
+    quantizer = Quantizer(load_network(resolve_model(model), weights=weights))
+    quantizer.calibrate(calibration)
+    return quantizer.quantize()
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..compiler import compile_network
+
+    config = load_config(args.config, args.preset)
+    try:
+        base = int(args.base, 0)
+    except ValueError:
+        raise CompileError(f"--base {args.base!r} is not an integer (e.g. 0x10000000)") from None
+    qnet = load_quantized(args.model, args.calibration, args.weights)
+    cn = compile_network(qnet, config, base=base, fold_input=not args.no_fold)
+    cn.save(args.output)
+    if args.json:
+        print(json.dumps({
+            "output": str(args.output),
+            "layers": [{"name": l.name, "op": l.op, "hw": l.hw, "insn_first": l.insn_first,
+                        "insn_count": l.insn_count, "note": l.note} for l in cn.layers],
+            "notices": cn.notices, "groups": cn.groups, "memory_map": cn.memory_map.to_list(),
+            "instructions": cn.insn_count}, indent=1))
+    else:
+        print(cn.report())
+        print(f"\nwrote {args.output}")
+    return 0

@@ -1,0 +1,144 @@
+"""``dlproc demo [--json] [--images N]``: the README's main job, end to end on the digits example.
+
+The shipped digits network (``dlproc/data/models/digits.onnx``) is calibrated on the training
+split, quantized to int8 and validated, compiled for the ``de10nano_int8`` processor, and a batch
+of held-out images runs in the cycle-accurate Verilator simulation of the generated RTL. The demo
+prints the accuracy of the float network, of the int8 golden model and of the RTL on that batch,
+whether the RTL's outputs equal the golden model's bit for bit, and the profiler table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import DlprocError
+
+PRESET = "de10nano_int8"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="digits example: quantize, compile for de10nano_int8, run on the RTL simulation, profile",
+        description="Calibrate, quantize and validate the shipped digits network, compile it for the "
+        "de10nano_int8 processor and run held-out images on the cycle-accurate Verilator simulation of "
+        "the generated RTL; print float / int8 golden / RTL accuracy and the profiler table. The first "
+        "run builds the simulator (a few minutes); later runs reuse the build.",
+    )
+    parser.add_argument("--images", metavar="N", type=int, default=360,
+                        help="held-out images to run (default: all 360)")
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--preset", metavar="P", default=PRESET, help=f"processor preset (default {PRESET})")
+    src.add_argument("--config", metavar="F", help="processor configuration file instead of the preset")
+    parser.add_argument("--json", action="store_true",
+                        help="print only {accuracy: {float, int8, rtl}, cycles, rtl_matches_golden} as JSON")
+    parser.set_defaults(func=run)
+
+
+class _Progress:
+    """Progress lines on stderr (stdout stays clean for --json)."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        # On a terminal the lines redraw in place; in a log (CI, pipes) they are printed sparsely.
+        self.tty = sys.stderr.isatty()
+
+    def say(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+    def bar(self, label: str) -> Callable[[int, int], None]:
+        def update(done: int, total: int) -> None:
+            if not self.tty:
+                if done == total or done * 4 // total != (done - 1) * 4 // total:
+                    self.say(f"{label}: {done}/{total}")
+                return
+            width = 30
+            filled = width * done // total
+            end = "\n" if done == total else ""
+            print(f"\r[{time.monotonic() - self.t0:6.1f}s] {label} [{'#' * filled}{'.' * (width - filled)}] "
+                  f"{done}/{total}", end=end, file=sys.stderr, flush=True)
+        return update
+
+    def during(self, label: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` while a line shows the elapsed time (for the one long blocking step, the build)."""
+        done = threading.Event()
+
+        def tick() -> None:
+            start = time.monotonic()
+            while not done.wait(1.0 if self.tty else 30.0):
+                if not self.tty:
+                    self.say(f"{label} ... {time.monotonic() - start:.0f}s")
+                    continue
+                print(f"\r[{time.monotonic() - self.t0:6.1f}s] {label} ... {time.monotonic() - start:.0f}s",
+                      end="", file=sys.stderr, flush=True)
+
+        thread = threading.Thread(target=tick, daemon=True)
+        thread.start()
+        try:
+            return fn()
+        finally:
+            done.set()
+            thread.join()
+            print(f"\r[{time.monotonic() - self.t0:6.1f}s] {label} ... done" if self.tty else
+                  f"[{time.monotonic() - self.t0:6.1f}s] {label} ... done", file=sys.stderr, flush=True)
+
+
+def _top1(scores: np.ndarray, labels: np.ndarray) -> float:
+    return float(np.mean(np.asarray(scores).reshape(len(labels), -1).argmax(axis=1) == labels))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import ProcessorConfig
+    from ..golden.run import run_float, run_int8
+    from ..quant import Quantizer, digits_dataset
+    from ..quant.data import DIGITS_HELDOUT, DIGITS_MODEL
+    from ..workflow import Workflow
+
+    if not 1 <= args.images <= DIGITS_HELDOUT:
+        raise DlprocError(f"--images {args.images}: allowed 1..{DIGITS_HELDOUT} (the held-out digits)")
+    p = _Progress()
+    p.say(f"loading {DIGITS_MODEL.name} and calibrating on the digits training split")
+    quantizer = Quantizer(DIGITS_MODEL)
+    quantizer.calibrate("digits")
+    qnet = quantizer.quantize()
+    validation = quantizer.validate("digits:heldout")
+    config = ProcessorConfig.load(args.config) if args.config else ProcessorConfig.preset(args.preset)
+    p.say(f"compiling for {args.config or args.preset}")
+    wf = Workflow(qnet, config, target="sim", progress=p.bar("RTL simulation"))
+    cn = wf.compile()
+    x, y = digits_dataset("heldout", size=qnet[qnet.inputs[0]].shape.h)
+    x, y = x[:args.images], y[:args.images]
+    xq = qnet.quantize_input(x)
+    golden = run_int8(qnet, xq, collect=True)
+    out_name = qnet.outputs[0]
+    acc_float = _top1(run_float(quantizer.network, x)[out_name], y)
+    acc_int8 = _top1(golden[out_name], y)
+    try:
+        p.during("building the Verilated processor (cached after the first run)", wf.deploy)
+        scores, prof = wf.predict(x, profile=True, display=False)
+    finally:
+        wf.close()
+    acc_rtl = _top1(scores, y)
+    matches = all(np.array_equal(wf.last_hw_values[t.name], golden[t.name]) for t in cn.outputs)
+    matches = matches and np.array_equal(np.asarray(scores), np.asarray(golden[out_name]))
+    if args.json:
+        print(json.dumps({"accuracy": {"float": acc_float, "int8": acc_int8, "rtl": acc_rtl},
+                          "cycles": prof.last_frame_cycles, "rtl_matches_golden": bool(matches)}))
+        return 0
+    print(validation)
+    print()
+    print(cn.report())
+    print()
+    print(f"Accuracy on {len(y)} held-out digits: float {acc_float:.2%}, int8 golden {acc_int8:.2%}, "
+          f"RTL {acc_rtl:.2%}; RTL outputs {'equal' if matches else 'DIFFER FROM'} the golden model bit for bit")
+    print()
+    print(prof.table())
+    p.say("done")
+    return 0 if matches else 1

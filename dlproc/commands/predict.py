@@ -1,0 +1,73 @@
+"""``dlproc predict NET --input X.npy --target golden|sim [--profile] [--json] -o Y.npy``.
+
+Runs a compiled network on a float32 NCHW batch on the ISA-level simulator (``golden``) or the
+Verilated RTL (``sim``) and writes the float outputs. With ``--profile`` (``sim`` only has cycle
+counts) the profiler table is printed, or with ``--json`` the profile of the last frame.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import DlprocError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "predict",
+        help="run a compiled network on a batch (ISA-level simulator or RTL simulation)",
+        description="Quantize the float32 NCHW input batch, run the compiled network on the target, "
+        "dequantize the outputs and run the software layers on the host; write the outputs to Y.npy "
+        "(several outputs: an .npz archive keyed by output name).",
+    )
+    parser.add_argument("network", metavar="NET", type=Path, help="compiled network (.dlnet)")
+    parser.add_argument("--input", metavar="X.npy", required=True, type=Path, help="float32 input batch, NCHW")
+    parser.add_argument("--target", choices=("golden", "sim"), default="golden",
+                        help="golden: ISA-level simulator; sim: cycle-accurate Verilator RTL (default golden)")
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--config", metavar="F", type=Path, help="check the network against this configuration")
+    src.add_argument("--preset", metavar="P", help="check the network against this preset")
+    parser.add_argument("--profile", action="store_true", help="report per-layer cycles (last frame)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("-o", "--output", metavar="Y.npy", required=True, type=Path, help="output file")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import netfile
+    from ..workflow import Workflow
+
+    cn = netfile.load(args.network)
+    config = None
+    if args.config or args.preset:
+        from .compile import load_config
+        config = load_config(args.config, args.preset)
+    if not args.input.is_file():
+        raise DlprocError(f"input file {str(args.input)!r} does not exist")
+    try:
+        x = np.load(args.input, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DlprocError(f"input file {str(args.input)!r} is not a readable .npy file: {exc}") from None
+    wf = Workflow(cn, config, target=args.target)
+    try:
+        result = wf.predict(x, profile=args.profile, display=args.profile and not args.json)
+    finally:
+        wf.close()
+    y, prof = result if args.profile else (result, None)
+    if isinstance(y, dict):
+        np.savez(args.output, **y)
+    else:
+        np.save(args.output, y)
+    if args.json:
+        doc: dict[str, Any] = {"output": str(args.output)}
+        if prof is not None:
+            doc["profile"] = prof.to_dict()
+        print(json.dumps(doc))
+    elif not args.profile:
+        print(f"wrote {args.output}")
+    return 0

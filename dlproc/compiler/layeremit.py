@@ -1,0 +1,74 @@
+"""Entry points the network compiler needs from the layer-program builder, built on its pieces.
+
+:mod:`dlproc.layerprog` builds a *whole* program for one layer (its own DRAM layout, a MARK and a
+FINISH). The compiler needs the instructions of one layer whose input, output, weights and
+parameters already live at given DRAM addresses, without MARK and FINISH, so that it can chain
+layers into one stream (``layerprog.chain_streams``), plus each layer's output shape and weight
+images. This module provides exactly that and nothing else: the tiling, the weight packing and the
+token schedule are layerprog's (``plan_conv``/``plan_pool``, ``pack_conv_weights``,
+``pack_conv_params``, ``emit_instructions``). It is the only compiler module that uses layerprog's
+private helpers (``_conv_shape``, ``_pool_shape``, ``_pool_params``); these functions belong in
+``layerprog`` itself and live here, clearly separated, until its owner moves them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlproc import isa, layerprog
+from dlproc.isasim import Geometry
+
+__all__ = ["EmittedLayer", "emit_conv", "emit_pool", "conv_images", "pool_param_image", "conv_out_shape",
+           "pool_out_shape"]
+
+
+@dataclass
+class EmittedLayer:
+    """The instructions of one layer (no MARK, no FINISH) and how layerprog tiled it."""
+
+    instructions: list[isa.Instruction]
+    plan: layerprog.Plan
+
+
+def conv_out_shape(layer: layerprog.ConvLayer, in_shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    s = layerprog._conv_shape(layer, in_shape)
+    return (s.co, s.ho, s.wo)
+
+
+def pool_out_shape(layer: layerprog.PoolLayer, in_shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    s = layerprog._pool_shape(layer, in_shape)
+    return (s.ch, s.ho, s.wo)
+
+
+def conv_images(geom: Geometry, layer: layerprog.ConvLayer, in_shape: tuple[int, int, int]) -> tuple[bytes, bytes]:
+    """(weight image, parameter image) of a conv in the contract's DRAM layout."""
+    s = layerprog._conv_shape(layer, in_shape)
+    weights, _ = layerprog.pack_conv_weights(geom, layer, s)
+    return weights, layerprog.pack_conv_params(geom, layer, s)
+
+
+def pool_param_image(geom: Geometry, layer: layerprog.PoolLayer, in_shape: tuple[int, int, int]) -> bytes:
+    """The PRM image of an average pool (empty for max pooling)."""
+    s = layerprog._pool_shape(layer, in_shape)
+    if not s.avg:
+        return b""
+    return layerprog._pool_params(geom, s, -(-s.ch // geom.c))
+
+
+def _strip(steps: list, plan: layerprog.Plan) -> list[isa.Instruction]:
+    # No MARK and no FINISH: the network linker places MARKs per profile group and one FINISH.
+    return layerprog.emit_instructions(steps, plan, mark_index=None, finish=False)
+
+
+def emit_conv(geom: Geometry, layer: layerprog.ConvLayer, in_shape: tuple[int, int, int], addrs: layerprog.ConvAddrs,
+              config: object = None) -> EmittedLayer:
+    """Instructions of a conv reading ``addrs.inp`` and writing ``addrs.out`` (absolute addresses)."""
+    steps, plan = layerprog.plan_conv(geom, layer, in_shape, addrs, config)
+    return EmittedLayer(_strip(steps, plan), plan)
+
+
+def emit_pool(geom: Geometry, layer: layerprog.PoolLayer, in_shape: tuple[int, int, int], addrs: layerprog.ConvAddrs,
+              config: object = None) -> EmittedLayer:
+    """Instructions of a pool reading ``addrs.inp`` and writing ``addrs.out`` (``addrs.prm``: AVG params)."""
+    steps, plan = layerprog.plan_pool(geom, layer, in_shape, addrs, config)
+    return EmittedLayer(_strip(steps, plan), plan)

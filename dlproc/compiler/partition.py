@@ -1,0 +1,96 @@
+"""Hardware/software partition: which layers the processor runs, which the host runs, and why.
+
+Every layer of a quantized network is tagged HW or SW. A SW layer gets a notice that says why it
+runs on the host (MATLAB prints the same after its layer list). A layer that the configuration
+cannot run and that has no software fallback is a :class:`CompileError` naming the property to
+turn on (or saying that no property helps, when the instruction set lacks the operation).
+
+The processor runs one instruction stream per frame, so software layers can only come *after*
+the hardware part: a SW layer whose output a HW layer consumes is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dlproc.errors import CompileError
+
+__all__ = ["Assignment", "partition", "HW_OPS"]
+
+#: Operators the instruction set executes (conv-format layers, FC as a convolution, memory-level concat).
+HW_OPS = ("conv", "fc", "maxpool", "avgpool", "global_avgpool", "act", "concat")
+
+
+@dataclass
+class Assignment:
+    """One layer's placement: ``hw`` True for the processor; ``notice`` why it runs in software."""
+
+    name: str
+    op: str
+    hw: bool
+    notice: str = ""
+
+
+def _switch(config: Any, module: str, prop: str) -> bool:
+    try:
+        return bool(config.get_module_property(module, prop))
+    except Exception:  # a property this configuration schema does not have counts as off
+        return False
+
+
+def _assign(layer: Any, config: Any) -> Assignment:
+    op = layer.op
+    name = layer.name
+    if op == "input":
+        return Assignment(name, op, False, f"{name} (input) runs in software: the host quantizes the float "
+                                           "input (and folds the first layer's taps, if any) before the run")
+    if op == "softmax":
+        if _switch(config, "fc", "SoftmaxBlockGeneration"):
+            why = ("SoftmaxBlockGeneration is on, but the instruction set has no softmax instruction yet, "
+                   "so the host computes it in float")
+        else:
+            why = "SoftmaxBlockGeneration is off (the host computes it in float)"
+        return Assignment(name, op, False, f"{name} (softmax) runs in software because {why}")
+    if op in ("yolo", "region"):
+        return Assignment(name, op, False, f"{name} ({op}) runs in software: detection heads always run on "
+                                           "the host, as in MATLAB")
+    if op in HW_OPS:
+        if not config.module_enabled("conv"):
+            raise CompileError(f"layer {name!r} ({op}) runs on the conv module, which is disabled; "
+                               "turn on conv.ModuleGeneration")
+        return Assignment(name, op, True)
+    if op == "lrn":
+        if not _switch(config, "conv", "LRNBlockGeneration"):
+            raise CompileError(f"layer {name!r} (lrn) needs the LRN block; turn on conv.LRNBlockGeneration")
+        raise CompileError(f"layer {name!r} (lrn): LRNBlockGeneration is on, but the instruction set has no LRN "
+                           "instruction yet; no configuration property can run this layer")
+    if op == "add":
+        if not config.module_enabled("adder"):
+            raise CompileError(f"layer {name!r} (add) needs the adder module; turn on adder.ModuleGeneration")
+        raise CompileError(f"layer {name!r} (add): the instruction set has no element-wise add instruction yet; "
+                           "no configuration property can run residual additions")
+    if op == "upsample":
+        if not _switch(config, "conv", "SegmentationBlockGeneration"):
+            raise CompileError(f"layer {name!r} (upsample) needs the segmentation block; turn on "
+                               "conv.SegmentationBlockGeneration")
+        raise CompileError(f"layer {name!r} (upsample): the instruction set has no upsampling instruction yet; "
+                           "no configuration property can run this layer")
+    raise CompileError(f"layer {name!r}: operator {op!r} has neither a hardware nor a software implementation")
+
+
+def partition(qnet: Any, config: Any) -> list[Assignment]:
+    """Assign every layer of ``qnet`` to HW or SW; raise CompileError for layers nothing can run."""
+    out = [_assign(layer, config) for layer in qnet.layers]
+    by_name = {a.name: a for a in out}
+    for layer in qnet.layers:
+        a = by_name[layer.name]
+        if not a.hw:
+            continue
+        for src in layer.inputs:
+            s = by_name[src]
+            if not s.hw and s.op != "input":
+                raise CompileError(
+                    f"hardware layer {layer.name!r} ({layer.op}) consumes the output of software layer {src!r} "
+                    f"({s.op}); software layers can only follow the hardware part of the network")
+    return out
