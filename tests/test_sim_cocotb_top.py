@@ -1,0 +1,43 @@
+"""cocotb benches on the real processor top (C = 4, 64-bit memory), through run_cocotb.
+
+One cocotb Verilator build of the configuration serves both benches (cached by Verilog hash).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dlproc.sim.cocotb import run_cocotb
+from dlproc.sim.cocotb.common import CONFIG_ENV, SEED_ENV
+from dlproc.sim.harness import processor_verilog
+
+from layerprog_cases import small_config
+
+pytestmark = pytest.mark.slow  # the first run builds the processor with --public-flat-rw
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return small_config(4, width=64)
+
+
+def bench_env(cfg, seed: int) -> dict[str, str]:
+    return {CONFIG_ENV: json.dumps(cfg.to_dict()), SEED_ENV: str(seed)}
+
+
+def test_csr_bench(cfg, tmp_path):
+    result = run_cocotb(processor_verilog(cfg), "dlproc_top", "dlproc.sim.cocotb.test_csr", tmp_path,
+                        bench_env(cfg, 1), expect_tests=4, timeout_s=900)
+    assert result.failed == 0 and sorted(result.passed_names) == [
+        "access_types_behave", "identity_registers_match_config", "irq_follows_status_and_ack",
+        "reset_values_match_regmap"]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_dma_bench(cfg, tmp_path, seed):
+    result = run_cocotb(processor_verilog(cfg), "dlproc_top", "dlproc.sim.cocotb.test_dma", tmp_path,
+                        bench_env(cfg, seed), expect_tests=3, timeout_s=900)
+    assert result.failed == 0 and len(result.passed_names) == 3
+    assert result.sim_time_ns > 0
