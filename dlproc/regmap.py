@@ -137,7 +137,10 @@ REGISTERS: tuple[Register, ...] = (
         for i, (name, description) in enumerate(PERF_COUNTERS)
     ),
     _whole("PROF_COUNT", 0x30, "RO", "MARK instructions executed since START"),
-    _whole("PROF_INDEX", 0x31, "RW", "profile entry that PROF_DATA_LO/HI return"),
+    Register(
+        "PROF_INDEX", 0x31, "RW", "profile entry that PROF_DATA_LO/HI return",
+        (Field("INDEX", 0, 16, "RW", "entry number (bits 31..16 read as zero)"),),
+    ),
     _whole("PROF_DATA_LO", 0x32, "RO", "cycle count latched by MARK PROF_INDEX, bits 31..0"),
     _whole("PROF_DATA_HI", 0x33, "RO", "cycle count latched by MARK PROF_INDEX, bits 63..32"),
 )

@@ -85,7 +85,7 @@ def verilator_flags() -> list[str]:
     """
     return [
         "-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC",
-        "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
+        "-O3", "--x-assign", "fast", "--x-initial", "0", "--noassert",
     ]
 
 

@@ -20,6 +20,7 @@ the Verilog of a configuration is also memoised within the process.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,12 +118,51 @@ def _load(path: Path) -> ctypes.CDLL:
 
 
 def processor_verilog(config: Any) -> str:
-    """The Verilog of ``config`` (memoised per configuration hash within the process)."""
-    key = config.config_hash()
-    if key not in _verilog_cache:
+    """The Verilog of ``config``, cached in the process and on disk.
+
+    Generating the Verilog of a preset takes tens of seconds, far longer than loading a cached
+    Verilator build, so the text is kept under ``<build root>/verilog/`` keyed by the configuration
+    hash and a digest of every source file that shapes the gateware (see
+    :func:`gateware_sources_digest`): a cached ``NativeSim`` starts without running Amaranth.
+    """
+    from dlproc.sim.build import build_root
+
+    key = f"{config.config_hash()[:24]}-{gateware_sources_digest()[:24]}"
+    if key in _verilog_cache:
+        return _verilog_cache[key]
+    path = build_root() / "verilog" / f"dlproc_top-{key}.v"
+    if path.exists():
+        text = path.read_text()
+    else:
         from dlproc.gateware import generate_verilog  # imported late: the gateware is heavy
-        _verilog_cache[key] = generate_verilog(config)
-    return _verilog_cache[key]
+
+        text = generate_verilog(config)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(text)
+        partial.replace(path)  # atomic, so a parallel reader never sees half a file
+    _verilog_cache[key] = text
+    return text
+
+
+def gateware_sources_digest() -> str:
+    """sha256 over the Python sources that determine the generated Verilog, and Amaranth's version.
+
+    That is the ``dlproc.gateware`` package plus the modules it takes its definitions from (ISA,
+    register map, numerics, configuration). Over-approximating is safe: at worst a cache miss.
+    """
+    import hashlib
+    from importlib import metadata
+
+    import dlproc
+
+    package = Path(dlproc.__file__).resolve().parent
+    files = sorted((package / "gateware").rglob("*.py"))
+    files += [package / name for name in ("isa.py", "regmap.py", "numerics.py", "config.py", "errors.py")]
+    digest = hashlib.sha256(metadata.version("amaranth").encode())
+    for file in files:
+        digest.update(file.relative_to(package).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def _field(regmap: Any, reg: str, name: str) -> int:
