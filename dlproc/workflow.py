@@ -67,10 +67,17 @@ class Workflow:
     and a compiled network for another configuration is refused.
     """
 
-    def __init__(self, network: Any, config: Any = None, target: str = "golden", *, max_cycles: int = 200_000_000,
-                 progress: Callable[[int, int], None] | None = None):
-        if target not in TARGETS:
-            raise DlprocError(f"target {target!r} is not one of {', '.join(TARGETS)}")
+    def __init__(self, network: Any, config: Any = None, target: Any = "golden", *, max_cycles: int = 200_000_000,
+                 progress: Callable[[int, int], None] | None = None, token: str | None = None,
+                 board: str = "de10-nano"):
+        # A board target is the agent on the HPS (or `dlproc agent --sim`): dlproc.target.BoardTarget.
+        self._board = None
+        if not isinstance(target, str) or target.startswith("board://"):
+            from dlproc.target import BoardTarget, Target
+            self._board = target if isinstance(target, BoardTarget) else Target(board, target, token or "")
+            target = "board"
+        elif target not in TARGETS:
+            raise DlprocError(f"target {target!r} is not one of {', '.join(TARGETS)} or board://HOST[:PORT]")
         self.target = target
         self.max_cycles = max_cycles
         self.progress = progress
@@ -111,6 +118,11 @@ class Workflow:
         cn = self.compiled or self.compile()
         self.close()  # a second deploy starts from a fresh target
         self._geom = host.geometry(cn)
+        if self._board is not None:
+            self._board.check_network(cn)
+            self._board.deploy(netfile.to_bytes(cn))
+            self._machine = self._board  # its mem_read serves the output region of the last run
+            return
         size = cn.base + cn.memory_map.end
         if self.target == "golden":
             from dlproc.isasim import Machine
@@ -160,6 +172,9 @@ class Workflow:
         return result, prof
 
     def _run_frame(self, cn: CompiledNetwork, frame: np.ndarray) -> FrameRun:
+        if self._board is not None:
+            r = self._board.run_frame(host.pack_frame(self._geom, frame))
+            return FrameRun(r.profile.cycles, list(r.profile.marks))
         mm = cn.memory_map
         self._machine.mem_write(mm.addr("InputDataOffset"), host.pack_frame(self._geom, frame))
         insn_base, count = mm.addr("InstructionDataOffset"), cn.insn_count

@@ -1,7 +1,8 @@
-"""``dlproc predict NET --input X.npy --target golden|sim [--profile] [--json] -o Y.npy``.
+"""``dlproc predict NET --input X.npy --target golden|sim|board://HOST[:PORT] [--profile] [--json] -o Y.npy``.
 
-Runs a compiled network on a float32 NCHW batch on the ISA-level simulator (``golden``) or the
-Verilated RTL (``sim``) and writes the float outputs. With ``--profile`` (``sim`` only has cycle
+Runs a compiled network on a float32 NCHW batch on the ISA-level simulator (``golden``), the
+Verilated RTL (``sim``) or a board agent (``board://``, e.g. ``dlproc agent --sim``; the token comes
+from ``--token`` or ``$DLPROC_AGENT_TOKEN``) and writes the float outputs. With ``--profile`` (``sim`` only has cycle
 counts) the profiler table is printed, or with ``--json`` the profile of the last frame.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +29,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("network", metavar="NET", type=Path, help="compiled network (.dlnet)")
     parser.add_argument("--input", metavar="X.npy", required=True, type=Path, help="float32 input batch, NCHW")
-    parser.add_argument("--target", choices=("golden", "sim"), default="golden",
-                        help="golden: ISA-level simulator; sim: cycle-accurate Verilator RTL (default golden)")
+    parser.add_argument("--target", type=_target, default="golden",
+                        help="golden: ISA-level simulator; sim: cycle-accurate Verilator RTL; "
+                        "board://HOST[:PORT]: the board agent (default golden)")
+    parser.add_argument("--token", help="board agent token (default: $DLPROC_AGENT_TOKEN)")
+    parser.add_argument("--board", default="de10-nano", help="board the agent runs on (default de10-nano)")
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--config", metavar="F", type=Path, help="check the network against this configuration")
     src.add_argument("--preset", metavar="P", help="check the network against this preset")
@@ -36,6 +41,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("-o", "--output", metavar="Y.npy", required=True, type=Path, help="output file")
     parser.set_defaults(func=run)
+
+
+def _target(text: str) -> str:
+    if text in ("golden", "sim") or text.startswith("board://"):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is not golden, sim or board://HOST[:PORT]")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
         x = np.load(args.input, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise DlprocError(f"input file {str(args.input)!r} is not a readable .npy file: {exc}") from None
-    wf = Workflow(cn, config, target=args.target)
+    token = args.token if args.token is not None else os.environ.get("DLPROC_AGENT_TOKEN")
+    if args.target.startswith("board://") and not token:
+        raise DlprocError("a board:// target needs the agent's token: give --token T or set DLPROC_AGENT_TOKEN")
+    wf = Workflow(cn, config, target=args.target, token=token, board=args.board)
     try:
         result = wf.predict(x, profile=args.profile, display=args.profile and not args.json)
     finally:

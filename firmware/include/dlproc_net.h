@@ -58,7 +58,8 @@ typedef struct {
     uint32_t format_version;
     uint64_t hash64;                    /* CONFIG_HASH_HI:LO the network was compiled for */
     uint8_t config_sha256[32];
-    uint64_t base;                      /* absolute DRAM address of offset 0 */
+    uint64_t base;                      /* absolute DRAM address of offset 0 (where it runs) */
+    uint64_t compiled_base;             /* the base the file was compiled for (MMAP) */
     uint64_t end;                       /* EndOffset: the network uses [base, base + end) */
     uint32_t n_regions;
     dlproc_net_region regions[DLPROC_NET_MAX_REGIONS];
@@ -89,6 +90,12 @@ int dlproc_net_check_geometry(const dlproc_net *net, uint32_t c, uint32_t bus_by
 
 /* Byte size of a (C, H, W) tensor in the channel-block DRAM layout, 0 when it overflows. */
 uint64_t dlproc_net_tensor_bytes(const uint32_t shape[3], uint32_t c, uint32_t bus_bytes);
+
+/* If the 32-byte instruction is a LOAD or STORE, stores the bit offset of its 32-bit dram_addr
+ * field and returns 1; otherwise returns 0. */
+int dlproc_net_insn_dram_field(const uint8_t insn[32], unsigned *bit_offset);
+uint32_t dlproc_net_get_u32_field(const uint8_t insn[32], unsigned bit_offset);
+void dlproc_net_set_u32_field(uint8_t insn[32], unsigned bit_offset, uint32_t value);
 
 /* The layer whose instruction range holds instruction index insn, or NULL. */
 const dlproc_net_layer *dlproc_net_layer_of_insn(const dlproc_net *net, uint32_t insn);
