@@ -1,0 +1,26 @@
+"""Estimators: performance (a cycle model driven by the instruction stream) and design-space
+exploration. The resource estimator is :mod:`dlproc.resources`."""
+
+from .performance import (
+    EstimateError,
+    LayerPerf,
+    PerformanceReport,
+    Timeline,
+    TimingParams,
+    estimate_compiled,
+    estimate_layer_program,
+    estimate_performance,
+    simulate_program,
+)
+
+__all__ = [
+    "EstimateError",
+    "LayerPerf",
+    "PerformanceReport",
+    "Timeline",
+    "TimingParams",
+    "estimate_compiled",
+    "estimate_layer_program",
+    "estimate_performance",
+    "simulate_program",
+]

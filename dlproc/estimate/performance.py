@@ -1,0 +1,996 @@
+"""The performance estimator: a cycle model of the processor driven by its instruction stream.
+
+The model replays a program the way the hardware executes it, one *instruction* at a time (never
+one cycle at a time), so a GoogLeNet-sized stream takes well under a second:
+
+* **fetch** reads the program in aligned bursts (credit-limited like ``FetchUnit``) and
+  dispatches the instructions *in order* into per-unit queues of ``queue_depth`` entries; a full
+  queue blocks every later instruction, exactly as in the gateware;
+* **load**, **compute** and **store** each execute their queue in order. An instruction starts
+  when it is in its queue, its unit is free and the dependency tokens it pops have been pushed
+  (the k-th pop of a counter consumes its k-th push, one cycle after the push);
+* **DRAM transfers** are planned as the hardware plans them (rows split into bursts of at most
+  ``max_burst`` beats that never cross a ``max_burst``-beat boundary) and timed with the DDR
+  model of the configuration (``DDRBytesPerCycle``, ``DDRLatencyCycles``) and the harness'
+  command-queue depth: read bursts are limited by the planner (2 cycles per burst), by the read
+  commands that may be outstanding, and by the read credits; write bursts by the OUT reader and
+  the arbiter (one grant cycle per burst). Transfers of the load, store and fetch units share the
+  bus bandwidth through a reservation calendar (see :class:`_Bus`). A STORE that starts writing
+  while a LOAD is still issuing read commands costs that LOAD a drain-and-refill bubble of its
+  read pipeline (the write burst holds the arbiter while the DDR serves the outstanding reads
+  first); which LOADs are hit is found in a first pass over the program, and a second pass times
+  the program with those bubbles;
+* **CONV/POOL** durations follow the engines' documented behaviour (``gateware/conv.py``,
+  ``pool.py``, ``output_stage.py``): ``max(N, 3)`` cycles per tap, the accumulate-stage depth,
+  the ping-pong drain of N cycles, the output-stage latency; POOL waits for all earlier compute.
+
+The fixed offsets (cycles between a handshake and the next state) were measured once on the
+Verilated processor with micro-programs and are collected in :class:`TimingParams`; everything
+that depends on the configuration (C, bus width, buffer depths, burst length, credits, queue
+depth, accumulate stages, DDR) is derived from it. ``benchmarks/bench_estimator.py`` compares the
+model with the RTL simulation.
+
+Public entry points: :func:`simulate_program` (an instruction stream -> :class:`Timeline`) and
+:func:`estimate_performance` (a network or compiled network -> :class:`PerformanceReport`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import inspect
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from dlproc import isa
+from dlproc.errors import DlprocError
+
+__all__ = [
+    "EstimateError",
+    "TimingParams",
+    "Timeline",
+    "LayerPerf",
+    "PerformanceReport",
+    "simulate_program",
+    "estimate_performance",
+    "estimate_compiled",
+    "estimate_layer_program",
+]
+
+
+class EstimateError(DlprocError):
+    """The estimator cannot time a program (it deadlocks, or the input is not a network)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Timing parameters
+# --------------------------------------------------------------------------------------------
+def _gateware_default(obj: Any, name: str, fallback: int) -> int:
+    """A keyword default of a gateware constructor, so the model follows the gateware's choice."""
+    try:
+        return int(inspect.signature(obj).parameters[name].default)
+    except (KeyError, TypeError, ValueError):
+        return fallback
+
+
+@dataclass(frozen=True)
+class TimingParams:
+    """Everything the cycle model needs. Build it with :meth:`from_config`.
+
+    The ``*_offset``/``*_period`` fields are the handshake latencies of the gateware's state
+    machines (measured on the RTL, see the module docstring); the rest follows from the
+    configuration.
+    """
+
+    c: int
+    bus_bytes: int
+    clock_mhz: float
+    ddr_rate: float  #: beats per cycle the DDR sustains (DDRBytesPerCycle / bus bytes, <= 1)
+    ddr_latency: int  #: cycles from an accepted read command to its first beat
+    ddr_queue: int  #: read commands the DDR accepts before it holds off further ones
+    max_burst: int
+    read_credits: int  #: beats of read data the load unit may have requested but not consumed
+    fetch_credits: int
+    queue_depth: int
+    outstanding: int  #: read bursts that may be in flight (arbiter route FIFO and DDR queue)
+    acc_stages: int  #: the conv engine's accumulate stage Ss
+    ostage_latency: int
+    acc_depth: int
+    elem_beats: dict[str, int]
+    # Measured handshake offsets (cycles).
+    planner_period: int = 2  #: check, offer: one burst every 2 cycles at best (BurstPlanner)
+    fetch_first_request: int = 4  #: cycle of the first fetch command (its READ state)
+    fetch_to_queue: int = 3  #: last beat of an instruction -> visible at the head of its queue
+    gate_to_request: int = 7  #: LOAD taken by its gate -> first read command accepted
+    load_done: int = 2  #: last beat arrives -> done pulse
+    load_restart: int = 1  #: done pulse -> the gate can take the next LOAD
+    store_reader_start: int = 5  #: STORE taken -> first OUT word in the beat FIFO
+    store_first_grant: int = 6  #: STORE taken -> earliest write grant (planner)
+    store_done: int = 2  #: last beat accepted -> done pulse
+    store_restart: int = 0  #: done pulse -> the gate can take the next STORE
+    mark_period: int = 4
+    seq_fetch: int = 1  #: compute sequencer FETCH -> TOKENS
+    seq_tokens: int = 1  #: TOKENS (tokens present) -> EXEC
+    conv_first_issue: int = 3  #: CONV accepted -> first MAC issue
+    conv_drain_gap: int = 2  #: final accumulate write -> drain start
+    pool_plane_overhead: int = 2  #: PLANE_PRM and its hand-over, per plane (AVG: +1 for PRM_WAIT)
+    pool_done: int = 9  #: POOL accepted + sweep -> last output word written
+    all_done_gap: int = 1  #: last output word -> the sequencer sees everything complete
+    finish_end: int = 4  #: FINISH executes -> CYCLES stops counting
+    token_latency: int = 1  #: a push becomes visible to a pop one cycle later
+    #: a STORE interleaving a LOAD's data costs it store_bubble_bursts * max_burst + latency /
+    #: outstanding cycles (calibrated on the RTL at 40 and 80 cycles of DDR latency)
+    store_bubble_bursts: int = 3
+
+    @classmethod
+    def from_config(cls, config: Any, *, ddr_queue: int = 8) -> "TimingParams":
+        """The parameters of ``config`` (a ProcessorConfig). ``ddr_queue`` is the DDR model's
+        command-queue depth (the native harness' default is 8)."""
+        hw = isa.HardwareParams.from_config(config)
+        from dlproc.isasim import default_acc_depth
+
+        try:
+            from dlproc.gateware.conv import acc_pipeline_stages
+            from dlproc.gateware.dma import MemoryArbiter
+            from dlproc.gateware.output_stage import LATENCY
+
+            acc_stages = int(acc_pipeline_stages(hw.c))
+            arb_outstanding = _gateware_default(MemoryArbiter.__init__, "outstanding", 8)
+            ostage = int(LATENCY)
+        except ImportError:  # pragma: no cover - the gateware is part of the package
+            levels = math.ceil(math.log2(hw.c)) if hw.c > 1 else 0
+            acc_stages, arb_outstanding, ostage = 3 + math.ceil(levels / 2), 8, 6
+        bus = hw.bytes_per_beat
+        rate = min(float(config.ddr_bytes_per_cycle), float(bus)) / bus
+        return cls(
+            c=hw.c, bus_bytes=bus, clock_mhz=float(config.target_frequency_mhz), ddr_rate=rate,
+            ddr_latency=max(1, int(config.ddr_latency_cycles)), ddr_queue=ddr_queue, max_burst=hw.max_burst,
+            read_credits=hw.read_credits, fetch_credits=2 * hw.max_burst, queue_depth=hw.queue_depth,
+            outstanding=min(arb_outstanding, ddr_queue), acc_stages=acc_stages, ostage_latency=ostage,
+            acc_depth=int(default_acc_depth(hw)),
+            elem_beats={b: hw.elem_beats(b) for b in ("INP", "WGT", "PRM", "OUT")},
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Burst planning (as dma.BurstPlanner does it)
+# --------------------------------------------------------------------------------------------
+def _row_bursts(start_beat: int, row_beats: int, mb: int) -> tuple[int, int, int]:
+    """(bursts, first burst length, last burst length) of one row starting at ``start_beat``."""
+    off = start_beat % mb
+    first = min(row_beats, mb - off)
+    if first == row_beats:
+        return 1, first, first
+    rest = row_beats - first
+    n = 1 + -(-rest // mb)
+    last = rest - (n - 2) * mb
+    return n, first, last
+
+
+def _serial_work(insn: isa.Instruction, c: int) -> tuple[int, bool]:
+    """(engine cycles, writes OUT) of an optional-block instruction, from the engines' docstrings:
+    ADD one word per 2 cycles, UPSAMPLE and LRN one word per cycle, LRNTAB/SMXTAB one table entry
+    (lane) per cycle, SOFTMAX 3 * cin_blocks + 65 cycles per pixel."""
+    name = type(insn).__name__
+    f = insn.__dict__
+    if name == "Add":
+        return 2 * f["count"], True
+    if name == "Upsample":
+        return f["out_h"] * f["out_w"] * f["z_size"], True
+    if name == "Lrn":
+        return f["n_pix"] * f["cin_blocks"] + 12, True
+    if name == "Softmax":
+        return f["n_pix"] * (3 * f["cin_blocks"] + 65), True
+    if name in ("LrnTab", "SmxTab"):
+        return f["count"] * c, False
+    raise EstimateError(f"the estimator has no timing for {name.upper()} instructions")
+
+
+def _transfer_bursts(insn: isa.Load | isa.Store, eb: int, tp: TimingParams) -> tuple[int, int]:
+    """(bursts, beats) of a strided transfer."""
+    mb = tp.max_burst
+    key = (insn.x_size, insn.y_size, insn.z_size, insn.y_stride, insn.z_stride,
+           (insn.dram_addr // tp.bus_bytes) % mb, eb, mb)
+    hit = _BURST_CACHE.get(key)
+    if hit is None:
+        hit = _BURST_CACHE[key] = _count_bursts(*key)
+    return hit
+
+
+_BURST_CACHE: dict[tuple[int, ...], tuple[int, int]] = {}
+
+
+def _count_bursts(x: int, ysize: int, zsize: int, ystride: int, zstride: int, base: int, eb: int,
+                  mb: int) -> tuple[int, int]:
+    row = x * eb
+    rows = ysize * zsize
+    ys, zs = ystride * eb, zstride * eb
+    if (ys % mb == 0 or ysize == 1) and (zs % mb == 0 or zsize == 1):
+        n, _, _ = _row_bursts(base, row, mb)
+        return n * rows, row * rows
+    if rows <= 64:
+        n = 0
+        for z in range(zsize):
+            for y in range(ysize):
+                n += _row_bursts(base + z * zs + y * ys, row, mb)[0]
+        return n, row * rows
+    # Many rows with irregular alignment: the offsets repeat with period mb, so sample one period.
+    n = 0
+    count = 0
+    for z in range(min(zsize, mb)):
+        for y in range(min(ysize, mb)):
+            n += _row_bursts(base + z * zs + y * ys, row, mb)[0]
+            count += 1
+    return round(n * rows / count), row * rows
+
+
+# --------------------------------------------------------------------------------------------
+# The shared bus
+# --------------------------------------------------------------------------------------------
+class _Bus:
+    """Bandwidth reservations of the three DRAM clients.
+
+    Each client (fetch, load, store) executes one transfer at a time, so its reservations form a
+    time-ordered list of segments ``[t0, t1)`` at some rate (beats per cycle). A new transfer of
+    one client is served at the rate its own mechanics allow, reduced by what the other clients
+    have reserved at the same time, so the total never exceeds the DDR rate (the DDR serves read
+    data before write beats; a reserved share of the bus, ``floor``, made the estimates of
+    DDR-starved configurations too optimistic on the RTL, so it is zero).
+    """
+
+    def __init__(self, rate: float):
+        self.rate = rate
+        self.floor = 0.0
+        self.segs: dict[str, tuple[list[float], list[float], list[float]]] = {
+            u: ([], [], []) for u in ("fetch", "load", "store")
+        }
+
+    def _others(self, client: str, t: float) -> list[tuple[float, float, float]]:
+        out = []
+        for u, (t0s, t1s, rates) in self.segs.items():
+            if u == client or not t1s:
+                continue
+            i = bisect.bisect_right(t1s, t)
+            for k in range(i, len(t1s)):
+                out.append((t0s[k], t1s[k], rates[k]))
+        return out
+
+    def serve(self, client: str, start: float, beats: float, cap: float) -> float:
+        """Transfer ``beats`` from ``start`` at up to ``cap`` beats/cycle; returns the end time and
+        records the reservation."""
+        cap = min(cap, self.rate)
+        if beats <= 0:
+            return start
+        others = self._others(client, start)
+        if not others:
+            end = start + beats / cap
+            self._add(client, start, end, cap)
+            return end
+        # Piecewise: collect the breakpoints of the other clients' reservations.
+        points = sorted({p for s in others for p in (s[0], s[1]) if p > start})
+        t = start
+        left = beats
+        for p in points + [math.inf]:
+            used = sum(r for (a, b, r) in others if a <= t < b)
+            avail = min(cap, max(self.rate - used, self.floor))
+            if avail <= 1e-9:
+                t = p
+                continue
+            if p == math.inf or left <= avail * (p - t):
+                end = t + left / avail
+                self._add(client, t, end, avail)
+                return end
+            self._add(client, t, p, avail)
+            left -= avail * (p - t)
+            t = p
+        raise AssertionError("unreachable")
+
+    def _add(self, client: str, t0: float, t1: float, rate: float) -> None:
+        if t1 <= t0:
+            return
+        t0s, t1s, rates = self.segs[client]
+        if t1s and t0 < t1s[-1]:
+            t0 = t1s[-1]
+            if t1 <= t0:
+                return
+        t0s.append(t0)
+        t1s.append(t1)
+        rates.append(rate)
+
+    def busy_beats(self, client: str, t0: float, t1: float) -> float:
+        """Beats the client moved in [t0, t1)."""
+        s0, s1, rates = self.segs[client]
+        total = 0.0
+        for k in range(bisect.bisect_right(s1, t0), len(s1)):
+            if s0[k] >= t1:
+                break
+            lo, hi = max(s0[k], t0), min(s1[k], t1)
+            if hi > lo:
+                total += (hi - lo) * rates[k]
+        return total
+
+
+# --------------------------------------------------------------------------------------------
+# The timeline
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Timeline:
+    """The simulated execution of one program (times in cycles from START)."""
+
+    cycles: int  #: what the CYCLES register would read at DONE
+    dispatch: list[float]  #: per instruction: dispatched by the fetch unit
+    start: list[float]  #: taken by its unit
+    end: list[float]  #: completed (CONV/POOL: last word in OUT; LOAD/STORE: last beat)
+    unit: list[str]
+    marks: dict[int, float]  #: MARK index -> cycle stamp
+    mac_cycles: list[float]  #: per instruction: MAC-array issue cycles (CONV) / window reads (POOL)
+    dma_beats: list[int]
+    bus_rate: float
+    c: int
+
+    def work_per_interval(self, bounds: Sequence[float]) -> list[tuple[float, float]]:
+        """(compute issue cycles, memory cycles) inside each interval [bounds[k], bounds[k+1]):
+        an instruction's work is split over the intervals in proportion to its overlap."""
+        n = len(bounds) - 1
+        comp = [0.0] * n
+        beats = [0.0] * n
+        for s, e, mc, b in zip(self.start, self.end, self.mac_cycles, self.dma_beats):
+            if (not mc and not b) or not e > s:
+                continue
+            k = max(0, bisect.bisect_right(bounds, s) - 1)
+            while k < n and bounds[k] < e:
+                lo, hi = max(s, bounds[k]), min(e, bounds[k + 1])
+                if hi > lo:
+                    frac = (hi - lo) / (e - s)
+                    comp[k] += mc * frac
+                    beats[k] += b * frac
+                k += 1
+        return [(c, m / self.bus_rate) for c, m in zip(comp, beats)]
+
+    def window(self, t0: float, t1: float) -> dict[str, float]:
+        """Work inside [t0, t1): compute issue cycles and bus beats (for the bound classification)."""
+        comp = 0.0
+        beats = 0.0
+        for s, e, mc, b in zip(self.start, self.end, self.mac_cycles, self.dma_beats):
+            if e <= t0 or s >= t1 or e <= s:
+                continue
+            frac = (min(e, t1) - max(s, t0)) / (e - s)
+            comp += mc * frac
+            beats += b * frac
+        return {"compute": comp, "memory": beats / self.bus_rate}
+
+
+class _Tokens:
+    """The four token counters as FIFOs of push times (a pop consumes the oldest push)."""
+
+    def __init__(self, latency: int):
+        self.latency = latency
+        self.pushes: dict[str, list[float]] = {q: [] for q in ("l2c", "c2l", "c2s", "s2c")}
+        self.pops: dict[str, int] = {q: 0 for q in self.pushes}
+
+    def ready(self, q: str) -> bool:
+        return self.pops[q] < len(self.pushes[q])
+
+    def time(self, q: str) -> float:
+        return self.pushes[q][self.pops[q]] + self.latency
+
+    def pop(self, q: str) -> None:
+        self.pops[q] += 1
+
+    def push(self, q: str, t: float) -> None:
+        self.pushes[q].append(t)
+
+
+_POPS = {
+    "load": (("pop_next", "c2l"),),
+    "compute": (("pop_prev", "l2c"), ("pop_next", "s2c")),
+    "store": (("pop_prev", "c2s"),),
+}
+_PUSHES = {
+    "load": (("push_next", "l2c"),),
+    "compute": (("push_prev", "c2l"), ("push_next", "c2s")),
+    "store": (("push_prev", "s2c"),),
+}
+
+
+class _Machine:
+    def __init__(self, insns: Sequence[isa.Instruction], tp: TimingParams, insn_base: int):
+        self.insns = list(insns)
+        self.tp = tp
+        self.n = len(self.insns)
+        self.bus = _Bus(tp.ddr_rate)
+        self.tok = _Tokens(tp.token_latency)
+        n = self.n
+        self.unit = [isa.UNIT_OF_OPCODE.get(i.OPCODE, "compute") for i in self.insns]
+        self.dispatch = [math.nan] * n
+        self.start = [math.nan] * n
+        self.end = [math.nan] * n
+        self.mac_cycles = [0.0] * n
+        self.dma_beats = [0] * n
+        self.dequeue = [math.nan] * n  # the cycle the unit took the instruction out of its queue
+        self.queue_pos: dict[str, list[int]] = {"load": [], "compute": [], "store": []}
+        for i, u in enumerate(self.unit):
+            self.queue_pos[u].append(i)
+        self.pops = [tuple(q for flag, q in _POPS[u] if getattr(insn, flag)) for insn, u in zip(self.insns, self.unit)]
+        self.pushes = [tuple(q for flag, q in _PUSHES[u] if getattr(insn, flag)) for insn, u in zip(self.insns, self.unit)]
+        self.unit_index = [0] * n
+        for u, idx in self.queue_pos.items():
+            for k, i in enumerate(idx):
+                self.unit_index[i] = k
+        self.ptr = {"load": 0, "compute": 0, "store": 0}
+        self.free = {"load": 0.0, "compute": 0.0, "store": 0.0}
+        self.idle = {"load": 0.0, "store": 0.0}  # the unit is idle again (for DONE)
+        self.marks: dict[int, float] = {}
+        self.insn_base = insn_base
+        # Fetch state.
+        self.next_fetch = 0
+        self._fetch_setup()
+        # Compute-unit state.
+        self.seq_free = 0.0  # the sequencer can FETCH its next instruction from here on
+        self.engine_ready = 0.0  # the conv engine accepts a new command from here on
+        self.conv_s_gate = 0.0  # earliest first issue of the next tile (previous tile hand-over)
+        self.drain_end = 0.0  # the previous tile's drain has finished reading ACC
+        self.last_done = 0.0  # last output word of any compute instruction written
+        self.pool_idle = 0.0
+        self.finish_time: float | None = None
+        self._runners = {"load": self._run_load, "compute": self._run_compute, "store": self._run_store}
+        self.bubbles: dict[int, float] = {}  # LOAD index -> extra data-phase cycles (second pass)
+        self.load_phase: list[tuple[float, float, int, int]] = []  # (data start, data end, index, beats)
+        self.store_request: list[float] = []  # first write request of every STORE
+
+    # ---- fetch --------------------------------------------------------------------------------
+    def _fetch_setup(self) -> None:
+        tp = self.tp
+        self.bpi = max(1, isa.INSN_BYTES // tp.bus_bytes)
+        self.ipb = max(1, tp.bus_bytes // isa.INSN_BYTES)
+        beats = -(-self.n // self.ipb) if self.ipb > 1 else self.n * self.bpi
+        start = self.insn_base // tp.bus_bytes
+        mb = tp.max_burst
+        self.fetch_bursts: list[tuple[int, int]] = []  # (first beat, length)
+        b = 0
+        while b < beats:
+            length = min(beats - b, mb - (start + b) % mb)
+            self.fetch_bursts.append((b, length))
+            b += length
+        self.burst_of_beat: list[int] = []
+        for k, (_, length) in enumerate(self.fetch_bursts):
+            self.burst_of_beat.extend([k] * length)
+        self.burst_req: list[float] = []
+        self.burst_data: list[float] = []
+        self.beat_consumed: list[float] = []  # per beat: read out of the fetch FIFO
+
+    def _beat_arrival(self, beat: int) -> float | None:
+        """Arrival of program beat ``beat``; issues fetch bursts as credits allow."""
+        tp = self.tp
+        k = self.burst_of_beat[beat]
+        while len(self.burst_req) <= k:
+            j = len(self.burst_req)
+            first, length = self.fetch_bursts[j]
+            t = float(tp.fetch_first_request) if j == 0 else self.burst_req[-1] + tp.planner_period
+            # Credits: the beats requested before this burst minus those consumed must leave room.
+            need = first + length - tp.fetch_credits  # beats that must have been consumed
+            if need > 0:
+                if len(self.beat_consumed) < need:
+                    return None
+                t = max(t, self.beat_consumed[need - 1] + 1)
+            self.burst_req.append(t)
+            data = self.bus.serve("fetch", t + tp.ddr_latency, length, 1.0)
+            self.burst_data.append(data)
+        first, length = self.fetch_bursts[k]
+        # Beats of a burst arrive back to back; the burst's end time already includes sharing.
+        return self.burst_data[k] - (first + length - 1 - beat) / self.tp.ddr_rate
+
+    def _try_dispatch(self) -> bool:
+        """Dispatch the next instruction if the data and a queue slot allow it."""
+        i = self.next_fetch
+        if i >= self.n:
+            return False
+        tp = self.tp
+        u = self.unit[i]
+        k = self.unit_index[i]
+        room = 0.0
+        if k >= tp.queue_depth:
+            older = self.queue_pos[u][k - tp.queue_depth]
+            if math.isnan(self.dequeue[older]):
+                return False
+            room = self.dequeue[older] + 1
+        last_beat = (i // self.ipb) if self.ipb > 1 else i * self.bpi + self.bpi - 1
+        arrival = self._beat_arrival(last_beat)
+        if arrival is None:
+            return False
+        prev = self.dispatch[i - 1] if i else -math.inf
+        t = max(arrival + 1, prev + (self.bpi if self.ipb == 1 else 1.0 / self.ipb), room)
+        self.dispatch[i] = t
+        # The beats of this instruction leave the fetch FIFO as it is assembled.
+        while len(self.beat_consumed) <= last_beat:
+            self.beat_consumed.append(t - 1)
+        self.next_fetch += 1
+        return True
+
+    # ---- tokens -------------------------------------------------------------------------------
+    def _tokens_ready(self, i: int) -> float | None:
+        t = 0.0
+        for q in self.pops[i]:
+            if not self.tok.ready(q):
+                return None
+            t = max(t, self.tok.time(q))
+        return t
+
+    def _consume(self, i: int) -> None:
+        for q in self.pops[i]:
+            self.tok.pop(q)
+
+    def _give(self, i: int, t: float) -> None:
+        for q in self.pushes[i]:
+            self.tok.push(q, t)
+
+    # ---- units --------------------------------------------------------------------------------
+    def _try_unit(self, u: str) -> bool:
+        idx = self.queue_pos[u]
+        p = self.ptr[u]
+        if p >= len(idx):
+            return False
+        i = idx[p]
+        if math.isnan(self.dispatch[i]):
+            return False
+        tok = self._tokens_ready(i)
+        if tok is None:
+            return False
+        head = self.dispatch[i] + self.tp.fetch_to_queue - 2
+        self._runners[u](i, head, tok)
+        self.ptr[u] += 1
+        return True
+
+    def _run_load(self, i: int, head: float, tok: float) -> None:
+        tp = self.tp
+        insn: isa.Load = self.insns[i]  # type: ignore[assignment]
+        t0 = max(head, self.free["load"], tok)
+        self._consume(i)
+        self.dequeue[i] = t0
+        self.start[i] = t0
+        buf = isa.Buf(insn.buf).name
+        eb = tp.elem_beats[buf]
+        bursts, beats = _transfer_bursts(insn, eb, tp)
+        # Read mechanics: one burst per planner period; at most `outstanding` commands and
+        # `read_credits` beats in flight, each command retired latency + length cycles later.
+        avg = beats / bursts
+        per_burst = max(tp.planner_period, avg / tp.ddr_rate,
+                        (tp.ddr_latency + avg - 1) / tp.outstanding,
+                        (tp.ddr_latency + avg) * avg / tp.read_credits)
+        # The first `outstanding` bursts are issued at the planner rate, before the queue limit bites.
+        head_bursts = min(bursts, tp.outstanding) - 1
+        t_req = t0 + tp.gate_to_request
+        issue_span = head_bursts * max(tp.planner_period, avg / tp.ddr_rate) + max(0, bursts - 1 - head_bursts) * per_burst
+        # Express the transfer as a rate over the data phase so the bus can share it.
+        data_start = t_req + tp.ddr_latency
+        span = issue_span + avg / tp.ddr_rate
+        # A STORE that starts writing while this LOAD still issues read commands stalls its write
+        # burst until the outstanding read data has returned, holding the arbiter, so the read
+        # pipeline drains and refills: one bubble per such STORE, in which the store's beats go
+        # (found in the first pass, see simulate_program and _load_bubbles).
+        span += self.bubbles.get(i, 0.0)
+        cap = beats / span if span > 0 else tp.ddr_rate
+        # Write bursts already planned while the read commands are being issued hold the arbiter
+        # (the arbiter alternates load and store commands, and a write burst is finished before the
+        # next command), so they push the read commands, and the data after them, back.
+        data_start += self.bus.busy_beats("store", t_req, data_start) / tp.ddr_rate
+        data_end = self.bus.serve("load", data_start, beats, cap)
+        self.load_phase.append((data_start, data_end, i, beats))
+        # The writer: one SRAM word per cycle, padding included; it starts 4 cycles after t0.
+        hp = insn.y_size + insn.pad_top + insn.pad_bottom
+        wp = insn.x_size + insn.pad_left + insn.pad_right
+        words = insn.z_size * hp * wp
+        data_words = insn.x_size * insn.y_size * insn.z_size
+        writer = words + data_words * (eb - 1)
+        pre = insn.pad_top * wp + insn.pad_left
+        post = insn.pad_bottom * wp + insn.pad_right
+        writer_end = max(t0 + 4 + pre, data_start) + (writer - pre)
+        done = max(data_end + tp.load_done + post, writer_end + tp.load_done)
+        self.end[i] = done
+        self.dma_beats[i] = beats
+        self.free["load"] = done + tp.load_restart
+        self.idle["load"] = done + 1
+        self._give(i, done)
+
+    def _run_store(self, i: int, head: float, tok: float) -> None:
+        tp = self.tp
+        insn = self.insns[i]
+        t0 = max(head, self.free["store"], tok)
+        self._consume(i)
+        self.dequeue[i] = t0
+        self.start[i] = t0
+        if isinstance(insn, isa.Mark):
+            self.marks[insn.index] = t0 + 2
+            self.end[i] = t0 + 2
+            self.free["store"] = t0 + tp.mark_period
+            self.idle["store"] = t0 + tp.mark_period
+            return
+        eb = tp.elem_beats["OUT"]
+        bursts, beats = _transfer_bursts(insn, eb, tp)  # type: ignore[arg-type]
+        avg = beats / bursts
+        # The first burst is granted once the reader has put all its beats in the FIFO.
+        first = max(t0 + tp.store_first_grant, t0 + tp.store_reader_start + min(avg, beats))
+        per_burst = max(tp.planner_period, avg / tp.ddr_rate + 1)
+        cap = avg / per_burst
+        self.store_request.append(first)
+        end = self.bus.serve("store", first, beats, cap)
+        done = end + tp.store_done
+        self.end[i] = done
+        self.dma_beats[i] = beats
+        self.free["store"] = done + tp.store_restart
+        self.idle["store"] = done + 1
+        self._give(i, done)
+
+    def _run_compute(self, i: int, head: float, tok: float) -> None:
+        tp = self.tp
+        insn = self.insns[i]
+        f = max(head, self.seq_free)
+        self.dequeue[i] = f
+        x = max(f + tp.seq_fetch, tok) + tp.seq_tokens  # EXEC
+        self._consume(i)
+        if isinstance(insn, isa.Conv):
+            a = max(x, self.engine_ready, self.pool_idle)
+            taps = insn.cin_blocks * insn.kh * insn.kw
+            n = insn.out_h * insn.out_w
+            per_tap = max(n, 3)
+            s = max(a + tp.conv_first_issue, self.conv_s_gate)
+            if taps > 1:
+                # The second tap reads ACC, so it waits until the previous tile's drain has read it.
+                s2 = max(s + per_tap, self.drain_end)
+                last_issue = s2 + (taps - 2) * per_tap + n - 1
+                sweep_end = s2 + (taps - 1) * per_tap
+            else:
+                last_issue = s + n - 1
+                sweep_end = s + per_tap
+            self.engine_ready = sweep_end
+            # Hand-over to the next tile: its first tap waits for this tile's final write.
+            self.conv_s_gate = sweep_end + min(n, 3) + tp.acc_stages - 3 + (1 if taps == 1 else 0)
+            drain = max(last_issue + tp.acc_stages + tp.conv_drain_gap, self.drain_end + 1)
+            self.drain_end = drain + n
+            done = drain + n + tp.ostage_latency
+            self.start[i] = a
+            self.end[i] = done
+            self.mac_cycles[i] = taps * n
+            self.last_done = max(self.last_done, done)
+            self.seq_free = a + 1
+            self._give(i, done)
+        elif isinstance(insn, isa.Pool):
+            a = max(x, self.last_done + tp.all_done_gap, self.pool_idle)
+            w = insn.out_h * insn.out_w * insn.kh * insn.kw
+            per_plane = w + tp.pool_plane_overhead + (1 if insn.mode == isa.PoolMode.AVG else 0)
+            done = a + insn.z_size * per_plane + tp.pool_done
+            self.start[i] = a
+            self.end[i] = done
+            self.mac_cycles[i] = insn.z_size * w
+            self.pool_idle = done - tp.ostage_latency + 1
+            self.last_done = max(self.last_done, done)
+            self.seq_free = a + 1
+            self._give(i, done)
+        elif not isinstance(insn, isa.Finish):
+            # The optional blocks' engines (adder, upsample, LRN, softmax) start, like POOL, when
+            # everything before them has completed; their per-word rates are the ones their
+            # gateware documents (not validated on the RTL yet, see docs/estimator.md).
+            a = max(x, self.last_done + tp.all_done_gap, self.pool_idle)
+            work, outputs = _serial_work(insn, tp.c)
+            done = a + work + tp.pool_done + (tp.ostage_latency if outputs else 0) - tp.ostage_latency
+            self.start[i] = a
+            self.end[i] = done
+            self.mac_cycles[i] = work
+            self.pool_idle = done - tp.ostage_latency + 1
+            self.last_done = max(self.last_done, done)
+            self.seq_free = a + 1
+            self._give(i, done)
+        else:  # FINISH
+            t = max(x, self.last_done + tp.all_done_gap)
+            self.start[i] = t
+            self.end[i] = t
+            self.finish_time = t
+            self.seq_free = t + 1
+            self._give(i, t)
+
+    # ---- driver ---------------------------------------------------------------------------------
+    def run(self) -> Timeline:
+        units = ("load", "compute", "store")
+        while True:
+            progress = False
+            while self._try_dispatch():
+                progress = True
+            for u in units:
+                while self._try_unit(u):
+                    progress = True
+            if not progress:
+                break
+        if any(self.ptr[u] < len(self.queue_pos[u]) for u in units):
+            waiting = [f"{u} at instruction {self.queue_pos[u][self.ptr[u]]}" for u in units
+                       if self.ptr[u] < len(self.queue_pos[u])]
+            raise EstimateError("the program deadlocks (waits for tokens nobody gives): " + ", ".join(waiting))
+        if self.finish_time is None:
+            raise EstimateError("the program has no FINISH (the processor would stop with RAN_OFF_END)")
+        return self.timeline()
+
+    def timeline(self) -> Timeline:
+        tp = self.tp
+        total = max(self.finish_time + 1, self.idle["load"], self.idle["store"]) + tp.finish_end - 1
+        return Timeline(
+            cycles=int(math.ceil(total)), dispatch=self.dispatch, start=self.start, end=self.end, unit=self.unit,
+            marks=self.marks, mac_cycles=self.mac_cycles, dma_beats=self.dma_beats, bus_rate=tp.ddr_rate, c=tp.c,
+        )
+
+
+def simulate_program(config: Any, program: bytes | Iterable[isa.Instruction], *, insn_base: int = 0,
+                     timing: TimingParams | None = None) -> Timeline:
+    """Time a program (encoded bytes or instruction objects) on ``config``'s processor."""
+    if isinstance(program, (bytes, bytearray, memoryview)):
+        insns = isa.decode_program(bytes(program))
+    else:
+        insns = list(program)
+    tp = timing or TimingParams.from_config(config)
+    first = _Machine(insns, tp, insn_base)
+    first.run()
+    bubbles = _load_bubbles(first, tp)
+    if not bubbles:
+        return first.timeline()
+    second = _Machine(insns, tp, insn_base)
+    second.bubbles = bubbles
+    second.run()
+    return second.timeline()
+
+
+def _load_bubbles(m: _Machine, tp: TimingParams) -> dict[int, float]:
+    """LOADs whose data phase a STORE's first write request fell into (in the first pass), with
+    the cycles of read-pipeline bubble that costs them."""
+    phases = sorted(m.load_phase)
+    starts = [p[0] for p in phases]
+    out: dict[int, float] = {}
+    bubble = tp.store_bubble_bursts * tp.max_burst + tp.ddr_latency / tp.outstanding
+    for t in m.store_request:
+        k = bisect.bisect_right(starts, t) - 1
+        # Only a LOAD that still has read commands to issue loses its pipeline: one whose
+        # remaining data is already in flight (within the read credits) just drains first.
+        if k < 0:
+            continue
+        ds, de, index, beats = phases[k]
+        if ds < t < de and (de - t) * beats / (de - ds) > tp.read_credits:
+            out[index] = out.get(index, 0.0) + bubble
+    return out
+
+
+_TIMING_CACHE: dict[tuple[str, int], TimingParams] = {}
+
+
+def timing_for(config: Any, *, ddr_queue: int = 8) -> TimingParams:
+    """:meth:`TimingParams.from_config`, memoised per configuration."""
+    key = (config.config_hash(), ddr_queue)
+    if key not in _TIMING_CACHE:
+        _TIMING_CACHE[key] = TimingParams.from_config(config, ddr_queue=ddr_queue)
+    return _TIMING_CACHE[key]
+
+
+# --------------------------------------------------------------------------------------------
+# Reports
+# --------------------------------------------------------------------------------------------
+TITLE = "Deep Learning Processor Estimator Performance Results"
+#: A layer is bound by compute or memory when that resource is busy for at least this fraction of
+#: its cycles; otherwise latencies, token waits and instruction overheads dominate ("control").
+BOUND_THRESHOLD = 0.6
+
+
+@dataclass
+class LayerPerf:
+    """One row of the estimate: a layer (or a profiled layer group)."""
+
+    name: str
+    type: str
+    cycles: int
+    seconds: float
+    macs: int
+    utilization: float  #: macs / (cycles * C * C)
+    gops: float  #: 2 * macs / seconds / 1e9 (one MAC = two operations)
+    bound: str  #: "compute", "memory" or "control"
+    layers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PerformanceReport:
+    """What ``estimate_performance`` returns; ``table()`` prints MATLAB's layout."""
+
+    network: str
+    clock_mhz: float
+    c: int
+    frames: int
+    cycles: int  #: LastFrameLatency(cycles)
+    layers: list[LayerPerf]
+    macs: int
+    timeline: Timeline | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def threads(self) -> int:
+        return self.c * self.c
+
+    @property
+    def seconds(self) -> float:
+        return self.cycles / (self.clock_mhz * 1e6)
+
+    @property
+    def total_cycles(self) -> int:
+        """Total Latency: the frames run back to back, each with the same latency."""
+        return self.cycles * self.frames
+
+    @property
+    def fps(self) -> float:
+        return self.frames * self.clock_mhz * 1e6 / self.total_cycles if self.total_cycles else 0.0
+
+    @property
+    def utilization(self) -> float:
+        return self.macs / (self.cycles * self.threads) if self.cycles else 0.0
+
+    @property
+    def gops(self) -> float:
+        return 2 * self.macs / self.seconds / 1e9 if self.cycles else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``dlproc estimate --json`` document."""
+        return {
+            "layers": [{"name": l.name, "type": l.type, "cycles": l.cycles, "utilization": round(l.utilization, 6)}
+                       for l in self.layers],
+            "total": {"cycles": self.cycles, "fps": round(self.fps, 6), "macs": self.macs},
+        }
+
+    def table(self) -> str:
+        """MATLAB's estimatePerformance table plus GOP/s, MAC utilization and the bound."""
+        name_w = max([24] + [len(l.name) + 6 for l in self.layers])
+        head = (f"{'':<{name_w}}{'LastFrameLatency(cycles)':>26}{'LastFrameLatency(seconds)':>28}{'FramesNum':>12}"
+                f"{'Total Latency':>16}{'Frames/s':>12}{'GOP/s':>9}{'MAC util.':>11}{'Bound':>10}")
+        lines = [f"              {TITLE}", "", head,
+                 f"{'Network':<{name_w}}{self.cycles:>26,}{self.seconds:>28.5f}{self.frames:>12}"
+                 f"{self.total_cycles:>16,}{self.fps:>12.1f}{self.gops:>9.1f}{100 * self.utilization:>10.1f}%"
+                 f"{self._network_bound():>10}"]
+        for l in self.layers:
+            lines.append(f"{'    ' + l.name:<{name_w}}{l.cycles:>26,}{l.seconds:>28.5f}{'':>40}{l.gops:>9.1f}"
+                         f"{100 * l.utilization:>10.1f}%{l.bound:>10}")
+        lines.append(f" * The clock frequency of the DL processor is: {self.clock_mhz:g}MHz")
+        lines.append(f" * MAC util. = multiply-accumulates / (cycles x {self.c}x{self.c} MAC array); "
+                     f"GOP/s counts a MAC as 2 operations")
+        lines.append(" * Bound: the unit busy for most of the layer's cycles (compute = MAC array, memory = DDR "
+                     "transfers, control = latency, token waits and instruction overheads)")
+        lines.extend(f" * {n}" for n in self.notes)
+        return "\n".join(lines)
+
+    def _network_bound(self) -> str:
+        if not self.layers:
+            return ""
+        by: dict[str, int] = {}
+        for l in self.layers:
+            by[l.bound] = by.get(l.bound, 0) + l.cycles
+        return max(by, key=by.get)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _bound(work: tuple[float, float], t0: float, t1: float) -> str:
+    span = max(t1 - t0, 1.0)
+    comp, mem = work[0] / span, work[1] / span
+    if max(comp, mem) < BOUND_THRESHOLD:
+        return "control"
+    return "compute" if comp >= mem else "memory"
+
+
+def _layer_row(tl: Timeline, name: str, kind: str, t0: float, t1: float, macs: int, clock_mhz: float,
+               layers: list[str], work: tuple[float, float] | None = None) -> LayerPerf:
+    cycles = int(round(t1 - t0))
+    seconds = cycles / (clock_mhz * 1e6)
+    util = macs / (cycles * tl.c * tl.c) if cycles > 0 else 0.0
+    gops = 2 * macs / seconds / 1e9 if cycles > 0 else 0.0
+    if work is None:
+        w = tl.window(t0, t1)
+        work = (w["compute"], w["memory"])
+    return LayerPerf(name, kind, cycles, seconds, macs, util, gops, _bound(work, t0, t1), layers)
+
+
+def estimate_compiled(cn: Any, config: Any = None, *, frames: int = 1,
+                      timing: TimingParams | None = None) -> PerformanceReport:
+    """Estimate a :class:`dlproc.compiler.CompiledNetwork` (per profiled layer group, like the
+    hardware profiler: entry k spans from MARK k-1 to MARK k)."""
+    if frames < 1:
+        raise EstimateError(f"frames must be >= 1, got {frames}")
+    config = config or cn.processor_config()
+    tp = timing or timing_for(config)
+    insn_base = cn.memory_map.addr("InstructionDataOffset")
+    tl = simulate_program(config, cn.instructions, insn_base=insn_base, timing=tp)
+    ops = {l.name: l.op for l in cn.layers}
+    bounds = [0.0]
+    for entry in cn.profile:
+        t1 = tl.marks.get(entry.index)
+        if t1 is None:
+            raise EstimateError(f"profile entry {entry.index} has no MARK in the instruction stream")
+        bounds.append(t1)
+    work = tl.work_per_interval(bounds)
+    rows = []
+    for k, entry in enumerate(cn.profile):
+        name = entry.layers[0] if len(entry.layers) == 1 else f"{entry.layers[0]}>>{entry.layers[-1]}"
+        kind = "+".join(dict.fromkeys(ops.get(n, "?") for n in entry.layers))
+        rows.append(_layer_row(tl, name, kind, bounds[k], bounds[k + 1], int(entry.macs), tp.clock_mhz,
+                               list(entry.layers), work[k]))
+    macs = sum(int(l.macs) for l in cn.layers if l.hw)
+    notes = []
+    sw = [l.name for l in cn.layers if not l.hw and l.op not in ("input",)]
+    if sw:
+        notes.append("not included (run on the host): " + ", ".join(sw))
+    return PerformanceReport(cn.name, tp.clock_mhz, tp.c, frames, tl.cycles, rows, macs, tl, notes)
+
+
+def estimate_layer_program(config: Any, prog: Any, *, name: str = "layer", kind: str = "conv",
+                           timing: TimingParams | None = None) -> PerformanceReport:
+    """Estimate a :class:`dlproc.layerprog.LayerProgram` (one row for the whole layer)."""
+    tp = timing or timing_for(config)
+    tl = simulate_program(config, prog.instructions, insn_base=prog.insn_base, timing=tp)
+    macs = int(getattr(prog.plan, "macs", 0) or 0)
+    row = _layer_row(tl, name, kind, 0.0, float(tl.cycles), macs, tp.clock_mhz, [name])
+    return PerformanceReport(name, tp.clock_mhz, tp.c, 1, tl.cycles, [row], macs, tl)
+
+
+def synthetic_quantize(network: Any, *, samples: int = 2, seed: int = 0) -> Any:
+    """Quantize a float IR network with synthetic calibration data (fixed seed).
+
+    The estimate only depends on shapes, so the calibration data only has to make the quantizer
+    produce valid parameters: ``samples`` standard-normal inputs.
+    """
+    import numpy as np
+
+    from dlproc.quant import Quantizer
+
+    q = Quantizer(network)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((samples, *q.input_shape)).astype(np.float32)
+    q.calibrate(x)
+    return q.quantize()
+
+
+def load_for_estimate(model: Any, *, input_size: tuple[int, int] | None = None) -> Any:
+    """A network object from a path: ``.dlq`` (quantized), ``.dlnet`` (compiled), ``.onnx`` or
+    Darknet ``.cfg`` (float, quantized here with synthetic calibration)."""
+    from pathlib import Path
+
+    path = Path(model)
+    suffix = path.suffix.lower()
+    if suffix == ".dlq":
+        from dlproc.quant import QuantizedNetwork
+
+        return QuantizedNetwork.load(path)
+    if suffix == ".dlnet":
+        from dlproc import netfile
+
+        return netfile.load(path)
+    from dlproc.frontends import load_network
+
+    return load_network(model, input_size=input_size)
+
+
+def estimate_performance(config: Any, network: Any, *, frames: int = 1, seed: int = 0,
+                         timing: TimingParams | None = None, **compile_options: Any) -> PerformanceReport:
+    """Estimate ``network`` on the processor ``config`` describes, without RTL.
+
+    ``network``: a :class:`dlproc.compiler.CompiledNetwork`, a
+    :class:`dlproc.quant.QuantizedNetwork`, a float :class:`dlproc.ir.Network` (quantized with
+    synthetic calibration data, int8 assumed), a :class:`dlproc.layerprog.LayerProgram`, or a
+    path to any of those (``.dlnet``, ``.dlq``, ``.onnx``, Darknet ``.cfg``). The network is
+    compiled for ``config`` and its instruction stream is timed by :func:`simulate_program`.
+    """
+    from dlproc.compiler import CompiledNetwork, compile_network
+    from dlproc.ir import Network
+
+    if isinstance(network, (str,)) or hasattr(network, "__fspath__"):
+        network = load_for_estimate(network)
+    if isinstance(network, CompiledNetwork):
+        if config is not None and network.config_hash != config.config_hash():
+            raise EstimateError(f"network {network.name!r} was compiled for configuration {network.config_hash[:12]}, "
+                                f"not for this one ({config.config_hash()[:12]}); recompile it")
+        return estimate_compiled(network, config, frames=frames, timing=timing)
+    if hasattr(network, "instructions") and hasattr(network, "plan"):
+        return estimate_layer_program(config, network, timing=timing)
+    if isinstance(network, Network):
+        network = synthetic_quantize(network, seed=seed)
+    cn = compile_network(network, config, **compile_options)
+    return estimate_compiled(cn, config, frames=frames, timing=timing)

@@ -1,0 +1,119 @@
+"""The performance estimator against the Verilated processor (small configuration, C = 4, the
+same configuration and harness build as ``test_rtl_layers.py``): estimated cycles of layer
+programs within 5 % of the simulated CYCLES register, and a small compiled network within 3 %
+(per profiled layer within 10 %, see ``docs/estimator.md`` for the measured figures)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlproc.estimate import estimate_compiled, simulate_program
+from dlproc.estimate.performance import synthetic_quantize
+from dlproc.layerprog import ConvLayer, PoolLayer, build_conv_program, build_pool_program
+
+from layerprog_cases import random_conv, random_pool, small_config
+
+pytestmark = pytest.mark.slow
+
+CFG = small_config(4)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    from dlproc.sim.harness import NativeSim
+
+    with NativeSim(CFG, ddr_size=1 << 20) as s:
+        yield s
+
+
+def _conv(ci: int, co: int, h: int, w: int, k: int, stride: int = 1, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-128, 128, (ci, h, w), dtype=np.int8)
+    wt = rng.integers(-128, 128, (co, ci, k, k), dtype=np.int8)
+    layer = ConvLayer(wt, rng.integers(-999, 999, co).astype(np.int32), rng.integers(1, 1 << 15, co),
+                      rng.integers(14, 20, co), stride=stride, pads=k // 2)
+    return layer, x
+
+
+def _programs():
+    progs = {}
+    for seed in (0, 2, 4):
+        layer, x = random_conv(np.random.default_rng(500 + seed), max_ch=10, max_hw=12)
+        progs[f"random{seed}"] = build_conv_program(CFG, layer, x)
+    for name, args in {"3x3_8to8_16x16": (8, 8, 16, 16, 3), "1x1_16to32_12x12": (16, 32, 12, 12, 1),
+                       "3x3s2_8to16_21x21": (8, 16, 21, 21, 3, 2), "7x7s2_3to8_30x30": (3, 8, 30, 30, 7, 2)}.items():
+        progs[name] = build_conv_program(CFG, *_conv(*args))
+    for kind in ("max", "avg", "global_avg"):
+        layer, x = random_pool(np.random.default_rng(77), kind, max_ch=9, max_hw=14)
+        progs[f"pool_{kind}"] = build_pool_program(CFG, layer, x)
+    x = np.random.default_rng(5).integers(-128, 128, (16, 20, 20), dtype=np.int8)
+    progs["maxpool3s2_16x20x20"] = build_pool_program(CFG, PoolLayer("max", 3, 2, 1), x)
+    return progs
+
+
+PROGRAMS = _programs()
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_layer_program_cycles_within_5_percent(sim, name):
+    prog = PROGRAMS[name]
+    _, res = sim.run_layer_program(prog, max_cycles=20_000_000)
+    assert res.error_code == 0
+    est = simulate_program(CFG, prog.instructions, insn_base=prog.insn_base).cycles
+    assert est == pytest.approx(res.hw_cycles, rel=0.05), f"{name}: estimated {est}, RTL {res.hw_cycles}"
+
+
+DDR_SUBSET = ["random0", "1x1_16to32_12x12", "3x3s2_8to16_21x21", "pool_max", "maxpool3s2_16x20x20"]
+
+
+@pytest.mark.parametrize("bytes_per_cycle,latency", [(8, 40), (16, 80)])
+def test_other_ddr_timing_within_5_percent(bytes_per_cycle, latency):
+    """The DDR model's rate and latency are run-time parameters of the harness (no rebuild); the
+    estimator takes the same figures."""
+    import dataclasses
+
+    from dlproc.estimate import TimingParams
+    from dlproc.sim.harness import NativeSim
+
+    tp = dataclasses.replace(TimingParams.from_config(CFG), ddr_rate=bytes_per_cycle / 16, ddr_latency=latency)
+    with NativeSim(CFG, ddr_size=1 << 20, ddr_bytes_per_cycle=bytes_per_cycle, ddr_latency_cycles=latency) as sim:
+        for name in DDR_SUBSET:
+            prog = PROGRAMS[name]
+            _, res = sim.run_layer_program(prog, max_cycles=20_000_000)
+            est = simulate_program(CFG, prog.instructions, insn_base=prog.insn_base, timing=tp).cycles
+            assert est == pytest.approx(res.hw_cycles, rel=0.05), f"{name}: estimated {est}, RTL {res.hw_cycles}"
+
+
+def _network():
+    from test_quant_nets import RELU, NetBuilder, rand_b, rand_w
+
+    rng = np.random.default_rng(2)
+    b = NetBuilder("branchy", (8, 16, 16))
+    x = b.conv("c1", "input", rand_w(rng, 16, 8, 3, 3), rand_b(rng, 16), pads=(1, 1, 1, 1), act=RELU)
+    y = b.conv("b1", x, rand_w(rng, 8, 16, 1, 1), rand_b(rng, 8), act=RELU)
+    z = b.conv("b2", x, rand_w(rng, 8, 16, 3, 3), rand_b(rng, 8), pads=(1, 1, 1, 1), act=RELU)
+    c = b.concat("cat", [y, z])
+    x = b.conv("c2", c, rand_w(rng, 16, 16, 3, 3), rand_b(rng, 16), stride=2, pads=(1, 1, 1, 1), act=RELU)
+    b.pool("p", x, "maxpool", 2, 2)
+    return b.build(["p"])
+
+
+def test_compiled_network_within_3_percent():
+    from dlproc.compiler import compile_network
+    from dlproc.workflow import Workflow
+
+    net = _network()
+    cn = compile_network(synthetic_quantize(net), CFG)
+    rep = estimate_compiled(cn, CFG)
+    wf = Workflow(cn, CFG, target="sim")
+    wf.deploy()
+    x = np.random.default_rng(0).standard_normal((1, 8, 16, 16)).astype(np.float32)
+    _, prof = wf.predict(x, profile=True, display=False)
+    wf.close()
+    assert rep.cycles == pytest.approx(prof.last_frame_cycles, rel=0.03)
+    assert [l.name for l in rep.layers] == [l.name for l in prof.layers]
+    for est, rtl in zip(rep.layers, prof.layers):
+        assert est.cycles == pytest.approx(rtl.cycles, rel=0.10), f"{est.name}: estimated {est.cycles}, RTL {rtl.cycles}"
+    # The 3x3 convolutions of this network keep the MAC array busy: the estimate says so.
+    assert rep.layers[0].bound == "compute" and rep.layers[0].utilization > 0.9
