@@ -3,7 +3,9 @@
 Everything that produces or consumes instructions uses this module: the gateware decoders (through
 the ``amaranth.lib.data`` layouts :data:`INSN_LAYOUT` and friends), the program builder, the
 compiler and the ISA-level simulator (through the dataclasses :class:`Load`, :class:`Store`,
-:class:`Conv`, :class:`Pool`, :class:`Mark`, :class:`Finish` and :func:`decode`), and
+:class:`Conv`, :class:`Pool`, :class:`Mark`, :class:`Finish`, the optional blocks'
+:class:`Add`, :class:`Upsample`, :class:`LrnTab`, :class:`Lrn`, :class:`SmxTab` and
+:class:`Softmax`, and :func:`decode`), and
 ``dlproc.codegen``, which writes ``firmware/include/dlproc_isa.h`` and ``docs/isa.md`` from the
 same tables.
 
@@ -43,6 +45,7 @@ from amaranth.hdl import signed, unsigned
 from amaranth.lib import data
 
 from .errors import ConfigError, DlprocError
+from .numerics import LRN_MAX_SIZE, LRN_TABLE_SIZE, MAX_SHIFT, MULT_BITS, SOFTMAX_MAX_CHANNELS
 
 INSN_BITS = 256
 INSN_BYTES = INSN_BITS // 8
@@ -66,6 +69,13 @@ class Opcode(enum.IntEnum):
     POOL = 4
     MARK = 5
     FINISH = 6
+    ADD = 7  #: element-wise add of two INP tensors (adder module)
+    UPSAMPLE = 8  #: nearest-neighbour upsample INP -> OUT (segmentation block)
+    LRNTAB = 9  #: copy PRM words into the LRN multiplier table (LRN block)
+    LRN = 10  #: cross-channel local response normalization INP -> OUT (LRN block)
+    SMXTAB = 11  #: copy PRM words into the softmax exp table (softmax block)
+    # 12 stays illegal: existing tests and programs use it as "an opcode that does not exist".
+    SOFTMAX = 13  #: integer softmax over the channels of each pixel INP -> OUT (softmax block)
 
 
 class Buf(enum.IntEnum):
@@ -96,10 +106,32 @@ class ErrorCode(enum.IntEnum):
     ILLEGAL_FIELD = 9  #: zero size, bad buffer, misaligned DRAM address, dependency flag not allowed...
     TOKEN_OVERFLOW = 10  #: a token counter would exceed its capacity (unbalanced push/pop)
     COMPUTE = 11  #: the compute unit reported an error it has no more specific code for
+    BLOCK_ABSENT = 12  #: a legal opcode whose optional block this processor was generated without
 
 
 # --------------------------------------------------------------------------------------------
 # Hardware parameters that instructions are validated against
+
+#: Opcodes executed by an optional block: (HardwareParams flag, module, property that turns it on).
+OPTIONAL_BLOCKS: dict[Opcode, tuple[str, str, str]] = {
+    Opcode.ADD: ("adder", "adder", "ModuleGeneration"),
+    Opcode.UPSAMPLE: ("upsample", "conv", "SegmentationBlockGeneration"),
+    Opcode.LRNTAB: ("lrn", "conv", "LRNBlockGeneration"),
+    Opcode.LRN: ("lrn", "conv", "LRNBlockGeneration"),
+    Opcode.SMXTAB: ("softmax", "fc", "SoftmaxBlockGeneration"),
+    Opcode.SOFTMAX: ("softmax", "fc", "SoftmaxBlockGeneration"),
+}
+
+
+def block_switches(config: Any) -> dict[str, bool]:
+    """The optional-block flags of :class:`HardwareParams` from a ProcessorConfig's switches."""
+    flags = {}
+    for flag, module, prop in OPTIONAL_BLOCKS.values():
+        on = bool(config.module_enabled(module))
+        if prop != "ModuleGeneration":
+            on = on and bool(config.get_module_property(module, prop))
+        flags[flag] = on
+    return flags
 
 
 @dataclass(frozen=True)
@@ -124,6 +156,14 @@ class HardwareParams:
     token_bits: int = 8  #: width of each dependency-token counter
     read_credits: int = 64  #: beats of read data the load unit can buffer (>= 2 bursts)
     config_hash64: int = 0
+    #: Optional blocks (see ``docs/architecture.md``). A block that is off is not generated at all;
+    #: its opcode then stops the processor with ``BLOCK_ABSENT``. Constructed directly, the
+    #: parameters describe the core processor (no optional block); :meth:`from_config` takes the
+    #: switches from the configuration.
+    adder: bool = False  #: ADD (adder/custom ModuleGeneration)
+    upsample: bool = False  #: UPSAMPLE (conv SegmentationBlockGeneration)
+    lrn: bool = False  #: LRNTAB and LRN (conv LRNBlockGeneration)
+    softmax: bool = False  #: SMXTAB and SOFTMAX (fc SoftmaxBlockGeneration)
 
     def __post_init__(self) -> None:
         if self.c < 1:
@@ -163,9 +203,15 @@ class HardwareParams:
                 prm_depth=shapes["PRM"].depth,
                 out_depth=shapes["OUT"].depth,
                 config_hash64=int(config.hash64),
+                **block_switches(config),
             )
         except InstructionError as exc:
             raise ConfigError(f"the gateware cannot be built for this configuration: {exc}") from None
+
+    def has_block(self, opcode: "Opcode") -> bool:
+        """Whether this processor executes ``opcode`` (False only for an absent optional block)."""
+        flag = OPTIONAL_BLOCKS.get(Opcode(opcode))
+        return True if flag is None else bool(getattr(self, flag[0]))
 
     @property
     def bytes_per_beat(self) -> int:
@@ -528,6 +574,191 @@ class Pool(Instruction):
 
 
 @dataclass(kw_only=True)
+class Add(Instruction):
+    """Element-wise add of two densely stored INP tensors of ``count`` words (adder module).
+
+    For every word i < count and lane l::
+
+        acc = (INP[inp_a + i][l] - za) * ma + (INP[inp_b + i][l] - zb) * mb        (exact, 25 bits)
+        OUT[out_base + i][l] = clamp(((acc + 2**(shift-1)) >> shift) + zp_out, act_min, act_max)
+
+    which is ``requantize(acc, 1, shift, zp_out, act_min, act_max)`` (``dlproc.golden.ops.add``).
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.ADD
+    UNIT: ClassVar[str] = "compute"
+
+    inp_a: int = _f(_S, doc="INP word of element 0 of operand a")
+    inp_b: int = _f(_S, doc="INP word of element 0 of operand b")
+    out_base: int = _f(_S, doc="OUT word of element 0 of the result")
+    count: int = _f(_S + 1, 1, doc="words (pixels x channel blocks) added", default=1)
+    za: int = _f(8, signed_=True, doc="zero point of a")
+    zb: int = _f(8, signed_=True, doc="zero point of b")
+    ma: int = _f(MULT_BITS, doc="multiplier of a (< 2**15)")
+    mb: int = _f(MULT_BITS, doc="multiplier of b (< 2**15)")
+    shift: int = _f(6, 0, MAX_SHIFT, doc=f"common right shift 0..{MAX_SHIFT}")
+    zp_out: int = _f(8, signed_=True, doc="output zero point")
+    act_min: int = _f(8, signed_=True, doc="lower clamp (ReLU: zp_out)", default=-128)
+    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
+
+    def _check_cross_fields(self) -> None:
+        _check_act(self)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        self._check_sram(hw, "INP", "inp_a", self.inp_a, self.count)
+        self._check_sram(hw, "INP", "inp_b", self.inp_b, self.count)
+        self._check_sram(hw, "OUT", "out_base", self.out_base, self.count)
+
+
+@dataclass(kw_only=True)
+class Upsample(Instruction):
+    """Nearest-neighbour upsample of ``z_size`` INP planes into dense OUT planes (segmentation block).
+
+    For z < z_size, oy < out_h, ox < out_w::
+
+        OUT[out_base + (z*out_h + oy)*out_w + ox] =
+            INP[inp_base + z*in_plane + (oy // scale_y)*in_w + ox // scale_x]
+
+    (``dlproc.golden.ops.upsample_nearest`` for a tile whose origin is a multiple of the scale).
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.UPSAMPLE
+    UNIT: ClassVar[str] = "compute"
+
+    inp_base: int = _f(_S, doc="INP word of input pixel (0,0) of plane 0")
+    out_base: int = _f(_S, doc="OUT word of output pixel (0,0) of plane 0")
+    in_w: int = _f(16, 1, doc="INP words per input row", default=1)
+    in_plane: int = _f(_S, doc="INP words per input plane")
+    out_h: int = _f(16, 1, doc="output rows", default=1)
+    out_w: int = _f(16, 1, doc="output columns", default=1)
+    scale_y: int = _f(4, 1, doc="row repeat 1..15", default=1)
+    scale_x: int = _f(4, 1, doc="column repeat 1..15", default=1)
+    z_size: int = _f(16, 1, doc="planes", default=1)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        last = (self.inp_base + (self.z_size - 1) * self.in_plane
+                + ((self.out_h - 1) // self.scale_y) * self.in_w + (self.out_w - 1) // self.scale_x)
+        self._check_sram(hw, "INP", "inp_base", self.inp_base, last - self.inp_base + 1)
+        self._check_sram(hw, "OUT", "out_base", self.out_base, self.z_size * self.out_h * self.out_w)
+
+
+@dataclass(kw_only=True)
+class LrnTab(Instruction):
+    """Load ``count`` PRM words into the LRN block's multiplier table (LRN block).
+
+    Lane l of PRM word ``prm_base + w`` becomes table entry ``tab_base + w*C + l``: its M and S
+    (bias and M_neg are ignored). The table has ``numerics.LRN_TABLE_SIZE`` entries and keeps its
+    contents until it is overwritten (it is per-layer data, loaded before the layer's LRNs).
+    Lanes of the last word that fall beyond the table are ignored (1792 is not a multiple of
+    every C), so only the first entry of every word must lie inside the table.
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.LRNTAB
+    UNIT: ClassVar[str] = "compute"
+
+    prm_base: int = _f(_S, doc="first PRM word")
+    tab_base: int = _f(11, 0, LRN_TABLE_SIZE - 1, doc=f"first table entry 0..{LRN_TABLE_SIZE - 1}")
+    count: int = _f(16, 1, doc="PRM words copied", default=1)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        self._check_sram(hw, "PRM", "prm_base", self.prm_base, self.count)
+        if self.tab_base + (self.count - 1) * hw.c >= LRN_TABLE_SIZE:
+            raise InstructionError(
+                f"LRNTAB: word {self.count - 1} starts at entry {self.tab_base + (self.count - 1) * hw.c}, beyond "
+                f"the LRN table (allowed 0..{LRN_TABLE_SIZE - 1})")
+
+
+@dataclass(kw_only=True)
+class Lrn(Instruction):
+    """Cross-channel LRN of ``n_pix`` pixels x ``cin_blocks`` channel blocks (LRN block).
+
+    With ``d[c] = INP[inp_base + (c // C)*in_plane + p][c % C] - zp_in`` for channel c of pixel p,
+    squares of channels ``c >= channels`` counted as 0, ``q[c] = sum of d[i]**2`` over ONNX's window
+    ``i in [c - (size-1)//2, c + size//2]`` (clipped to the channel blocks of the pixel) and
+    ``i = numerics.lrn_index(q[c])``::
+
+        OUT[out_base + (c // C)*n_pix + p][c % C] = requantize(d[c], M[i], S[i], zp_out, act_min, act_max)
+
+    with (M, S) the LRN table entry i (``dlproc.golden.ops.lrn``).
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.LRN
+    UNIT: ClassVar[str] = "compute"
+
+    inp_base: int = _f(_S, doc="INP word of pixel 0 of channel block 0")
+    out_base: int = _f(_S, doc="OUT word of pixel 0 of channel block 0")
+    in_plane: int = _f(_S, doc="INP words per channel block")
+    n_pix: int = _f(_S, 1, doc="pixels (dense in INP and OUT)", default=1)
+    cin_blocks: int = _f(16, 1, doc="channel blocks of every pixel", default=1)
+    channels: int = _f(16, doc="valid channels (squares of channels >= channels count as 0)")
+    size: int = _f(5, 1, LRN_MAX_SIZE, doc=f"window 1..{LRN_MAX_SIZE} channels", default=1)
+    zp_in: int = _f(8, signed_=True, doc="input zero point")
+    zp_out: int = _f(8, signed_=True, doc="output zero point")
+    act_min: int = _f(8, signed_=True, doc="lower clamp", default=-128)
+    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
+
+    def _check_cross_fields(self) -> None:
+        _check_act(self)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        last = self.inp_base + (self.cin_blocks - 1) * self.in_plane + self.n_pix - 1
+        self._check_sram(hw, "INP", "inp_base", self.inp_base, last - self.inp_base + 1)
+        self._check_sram(hw, "OUT", "out_base", self.out_base, self.cin_blocks * self.n_pix)
+
+
+SOFTMAX_TABLE_SIZE = 256  #: exp table entries, t = max - x = 0..255
+
+
+@dataclass(kw_only=True)
+class SmxTab(Instruction):
+    """Load ``count`` PRM words into the softmax block's exp table (softmax block).
+
+    The bias field of lane l of PRM word ``prm_base + w`` becomes entry ``tab_base + w*C + l`` (it
+    must be in 0..2**20, ``numerics.SOFTMAX_EXP_BITS``); lanes beyond entry 255 are ignored.
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.SMXTAB
+    UNIT: ClassVar[str] = "compute"
+
+    prm_base: int = _f(_S, doc="first PRM word")
+    tab_base: int = _f(8, doc="first table entry 0..255")
+    count: int = _f(16, 1, doc="PRM words copied", default=1)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        self._check_sram(hw, "PRM", "prm_base", self.prm_base, self.count)
+        if self.tab_base + (self.count - 1) * hw.c >= SOFTMAX_TABLE_SIZE:
+            raise InstructionError(
+                f"SMXTAB: word {self.count - 1} starts at entry {self.tab_base + (self.count - 1) * hw.c}, beyond "
+                f"the exp table (allowed 0..{SOFTMAX_TABLE_SIZE - 1})")
+
+
+@dataclass(kw_only=True)
+class Softmax(Instruction):
+    """Integer softmax over the ``channels`` channels of each of ``n_pix`` pixels (softmax block).
+
+    With ``x[c] = INP[inp_base + (c // C)*in_plane + p][c % C]`` for c < channels: ``m = max x``,
+    ``e[c] = EXP[m - x[c]]``, ``R = floor(2**52 / sum e)`` and
+    ``OUT[out_base + (c // C)*n_pix + p][c % C] = clamp(((e[c]*R + 2**43) >> 44) - 128, -128, 127)``
+    (``dlproc.golden.ops.softmax_int8``); lanes of channels >= ``channels`` get -128.
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.SOFTMAX
+    UNIT: ClassVar[str] = "compute"
+
+    inp_base: int = _f(_S, doc="INP word of pixel 0 of channel block 0")
+    out_base: int = _f(_S, doc="OUT word of pixel 0 of channel block 0")
+    in_plane: int = _f(_S, doc="INP words per channel block")
+    n_pix: int = _f(_S, 1, doc="pixels (dense in INP and OUT)", default=1)
+    cin_blocks: int = _f(16, 1, doc="channel blocks of every pixel", default=1)
+    channels: int = _f(12, 1, SOFTMAX_MAX_CHANNELS, doc=f"channels 1..{SOFTMAX_MAX_CHANNELS}", default=1)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        last = self.inp_base + (self.cin_blocks - 1) * self.in_plane + self.n_pix - 1
+        self._check_sram(hw, "INP", "inp_base", self.inp_base, last - self.inp_base + 1)
+        self._check_sram(hw, "OUT", "out_base", self.out_base, self.cin_blocks * self.n_pix)
+
+
+@dataclass(kw_only=True)
 class Mark(Instruction):
     """Latch the cycle counter into profile entry ``index`` once all earlier stores completed."""
 
@@ -553,7 +784,7 @@ class Finish(Instruction):
 
 
 INSTRUCTION_CLASSES: dict[Opcode, type[Instruction]] = {
-    cls.OPCODE: cls for cls in (Load, Store, Conv, Pool, Mark, Finish)
+    cls.OPCODE: cls for cls in (Load, Store, Conv, Pool, Mark, Finish, Add, Upsample, LrnTab, Lrn, SmxTab, Softmax)
 }
 
 #: Which unit's queue the fetch unit dispatches each opcode to.
@@ -571,6 +802,12 @@ CONV_LAYOUT = Conv.layout()
 POOL_LAYOUT = Pool.layout()
 MARK_LAYOUT = Mark.layout()
 FINISH_LAYOUT = Finish.layout()
+ADD_LAYOUT = Add.layout()
+UPSAMPLE_LAYOUT = Upsample.layout()
+LRNTAB_LAYOUT = LrnTab.layout()
+LRN_LAYOUT = Lrn.layout()
+SMXTAB_LAYOUT = SmxTab.layout()
+SOFTMAX_LAYOUT = Softmax.layout()
 
 
 def decode(raw: bytes) -> Instruction:

@@ -33,7 +33,8 @@ import numpy as np
 
 from dlproc import isa
 from dlproc.errors import SimulationError
-from dlproc.numerics import MAX_SHIFT, MULT_BITS, requantize, wrap_int32
+from dlproc.numerics import (LRN_TABLE_SIZE, MAX_SHIFT, MULT_BITS, SOFTMAX_EXP_BITS, SOFTMAX_OUT_SHIFT,
+                             SOFTMAX_RECIP_BITS, lrn_index, requantize, wrap_int32)
 
 __all__ = [
     "Geometry",
@@ -50,6 +51,7 @@ __all__ = [
     "DmaLoadError",
     "DmaStoreError",
     "TokenOverflowError",
+    "BlockAbsentError",
     "ERROR_CLASSES",
     "UNITS",
     "SCHEDULES",
@@ -120,11 +122,17 @@ class TokenOverflowError(IsaSimError):
     code = isa.ErrorCode.TOKEN_OVERFLOW
 
 
+class BlockAbsentError(IsaSimError):
+    """An optional block's instruction on a processor generated without that block."""
+
+    code = isa.ErrorCode.BLOCK_ABSENT
+
+
 #: Error class of each hardware code, for comparing an RTL run's STATUS with the simulator.
 ERROR_CLASSES: dict[isa.ErrorCode, type[IsaSimError]] = {
     cls.code: cls
     for cls in (IllegalOpcodeError, RanOffEndError, DmaFetchError, DmaLoadError, DmaStoreError,
-                SramRangeError, DeadlockError, IllegalFieldError, TokenOverflowError)
+                SramRangeError, DeadlockError, IllegalFieldError, TokenOverflowError, BlockAbsentError)
 }
 
 
@@ -251,6 +259,10 @@ class Machine:
         self.wgt = np.zeros((self.hw.wgt_depth, c, c), dtype=np.int8)  # [word][co][ci]
         self.prm = np.zeros((self.hw.prm_depth, 9 * c), dtype=np.uint8)
         self.out = np.zeros((self.hw.out_depth, c), dtype=np.int8)
+        # The LRN block's multiplier table (LRNTAB writes it; its reset contents are zero).
+        self.lrn_mult = np.zeros(LRN_TABLE_SIZE, dtype=np.int64)
+        self.lrn_shift = np.zeros(LRN_TABLE_SIZE, dtype=np.int64)
+        self.smx_exp = np.zeros(isa.SOFTMAX_TABLE_SIZE, dtype=np.int64)  # the softmax block's exp table
 
     # ---- DRAM access by the host (no window checks: this is not the processor) ------------------
     def mem_write(self, addr: int, data: bytes | bytearray | np.ndarray) -> None:
@@ -391,6 +403,13 @@ class _Run:
 
     def _step(self, unit: str) -> None:
         index, insn = self.queues[unit][self.heads[unit]]
+        # An absent optional block is refused before anything else, as the compute unit does
+        # (it does not look at the fields of an instruction it cannot execute).
+        if not self.hw.has_block(insn.OPCODE):
+            _, module, prop = isa.OPTIONAL_BLOCKS[insn.OPCODE]
+            raise BlockAbsentError(
+                f"{insn.OPCODE.name} needs a block this processor was generated without; "
+                f"turn on {module}.{prop}", insn_index=index)
         # Field checks first: the hardware refuses an instruction it cannot execute before it
         # touches a token, a buffer or the bus.
         try:
@@ -503,7 +522,10 @@ class _Run:
         mult = raw[:, 4:6].copy().view("<u2").reshape(-1).astype(np.int64)
         mneg = raw[:, 6:8].copy().view("<u2").reshape(-1).astype(np.int64)
         shift = raw[:, 8].astype(np.int64)
-        if what == "POOL":
+        if what == "SMXTAB":
+            return bias, mult, mneg, shift  # only the bias field is used (checked by the caller)
+        if what in ("POOL", "LRNTAB"):
+            # LRNTAB copies M and S only.
             # AVG uses neither the bias nor M_neg (the average of int8 values has no leaky
             # slope): the pool engine feeds M for both signs, so M_neg is not checked either.
             mneg = mult
@@ -584,6 +606,100 @@ class _Run:
                 res = np.clip(win.max(axis=1), insn.act_min, insn.act_max).astype(np.int8)
             o = insn.out_base + z * pixels
             self.m.out[o:o + pixels] = res
+
+    # ---- ADD / UPSAMPLE (optional blocks) ---------------------------------------------------------
+    def _exec_add(self, insn: isa.Add, index: int) -> None:
+        hw = self.hw
+        n = insn.count
+        self._check_sram("INP", insn.inp_a, n, hw.inp_depth, "ADD operand a", index)
+        self._check_sram("INP", insn.inp_b, n, hw.inp_depth, "ADD operand b", index)
+        self._check_sram("OUT", insn.out_base, n, hw.out_depth, "ADD output", index)
+        xa = self.m.inp[insn.inp_a:insn.inp_a + n].astype(np.int64) - insn.za
+        xb = self.m.inp[insn.inp_b:insn.inp_b + n].astype(np.int64) - insn.zb
+        acc = xa * insn.ma + xb * insn.mb
+        self.m.out[insn.out_base:insn.out_base + n] = requantize(acc, 1, insn.shift, insn.zp_out, insn.act_min,
+                                                                 insn.act_max)
+
+    def _exec_upsample(self, insn: isa.Upsample, index: int) -> None:
+        hw = self.hw
+        oy = np.arange(insn.out_h, dtype=np.int64)[:, None] // insn.scale_y
+        ox = np.arange(insn.out_w, dtype=np.int64)[None, :] // insn.scale_x
+        offsets = (oy * insn.in_w + ox).reshape(-1)
+        last = insn.inp_base + (insn.z_size - 1) * insn.in_plane + int(offsets[-1])
+        self._check_sram("INP", insn.inp_base, last - insn.inp_base + 1, hw.inp_depth, "UPSAMPLE input", index)
+        pixels = insn.out_h * insn.out_w
+        self._check_sram("OUT", insn.out_base, insn.z_size * pixels, hw.out_depth, "UPSAMPLE output", index)
+        for z in range(insn.z_size):
+            o = insn.out_base + z * pixels
+            self.m.out[o:o + pixels] = self.m.inp[insn.inp_base + z * insn.in_plane + offsets]
+
+    def _exec_lrntab(self, insn: isa.LrnTab, index: int) -> None:
+        hw, c = self.hw, self.hw.c
+        self._check_sram("PRM", insn.prm_base, insn.count, hw.prm_depth, "LRNTAB parameters", index)
+        if insn.tab_base + (insn.count - 1) * c >= LRN_TABLE_SIZE:
+            raise SramRangeError(f"LRNTAB word {insn.count - 1} starts at LRN table entry "
+                                 f"{insn.tab_base + (insn.count - 1) * c}, but the table has {LRN_TABLE_SIZE} entries",
+                                 insn_index=index)
+        n = min(insn.count * c, LRN_TABLE_SIZE - insn.tab_base)  # lanes beyond the table are dropped
+        mult, shift = [], []
+        for w in range(insn.count):
+            _, m, _, sh = self._params(insn.prm_base + w, "LRNTAB", index)
+            mult.append(m)
+            shift.append(sh)
+        self.m.lrn_mult[insn.tab_base:insn.tab_base + n] = np.concatenate(mult)[:n]
+        self.m.lrn_shift[insn.tab_base:insn.tab_base + n] = np.concatenate(shift)[:n]
+
+    def _exec_lrn(self, insn: isa.Lrn, index: int) -> None:
+        hw, c = self.hw, self.hw.c
+        last = insn.inp_base + (insn.cin_blocks - 1) * insn.in_plane + insn.n_pix - 1
+        self._check_sram("INP", insn.inp_base, last - insn.inp_base + 1, hw.inp_depth, "LRN input", index)
+        self._check_sram("OUT", insn.out_base, insn.cin_blocks * insn.n_pix, hw.out_depth, "LRN output", index)
+        nb, n = insn.cin_blocks, insn.n_pix
+        rows = insn.inp_base + np.arange(nb, dtype=np.int64)[:, None] * insn.in_plane + np.arange(n)[None, :]
+        x = self.m.inp[rows]  # (nb, n, C)
+        d = x.astype(np.int64).transpose(1, 0, 2).reshape(n, nb * c) - insn.zp_in  # (pixel, channel)
+        sq = np.where(np.arange(nb * c)[None, :] < insn.channels, d * d, 0)
+        lo, hi = (insn.size - 1) // 2, insn.size // 2
+        csum = np.concatenate([np.zeros((n, 1), dtype=np.int64), np.cumsum(sq, axis=1)], axis=1)
+        ch = np.arange(nb * c)
+        top = np.minimum(ch + hi + 1, nb * c)
+        bot = np.maximum(ch - lo, 0)
+        q = csum[:, top] - csum[:, bot]
+        i = lrn_index(q)
+        y = requantize(d, self.m.lrn_mult[i], self.m.lrn_shift[i], insn.zp_out, insn.act_min, insn.act_max)
+        out = y.reshape(n, nb, c).transpose(1, 0, 2).reshape(nb * n, c)
+        self.m.out[insn.out_base:insn.out_base + nb * n] = out
+
+    def _exec_smxtab(self, insn: isa.SmxTab, index: int) -> None:
+        hw, c = self.hw, self.hw.c
+        size = isa.SOFTMAX_TABLE_SIZE
+        self._check_sram("PRM", insn.prm_base, insn.count, hw.prm_depth, "SMXTAB parameters", index)
+        if insn.tab_base + (insn.count - 1) * c >= size:
+            raise SramRangeError(f"SMXTAB word {insn.count - 1} starts at exp table entry "
+                                 f"{insn.tab_base + (insn.count - 1) * c}, but the table has {size} entries",
+                                 insn_index=index)
+        vals = np.concatenate([self._params(insn.prm_base + w, "SMXTAB", index)[0] for w in range(insn.count)])
+        if (vals < 0).any() or (vals > 2**SOFTMAX_EXP_BITS).any():
+            raise IllegalFieldError(f"SMXTAB: an exp table value (PRM bias) is outside 0..2**{SOFTMAX_EXP_BITS}",
+                                    insn_index=index)
+        n = min(insn.count * c, size - insn.tab_base)
+        self.m.smx_exp[insn.tab_base:insn.tab_base + n] = vals[:n]
+
+    def _exec_softmax(self, insn: isa.Softmax, index: int) -> None:
+        hw, c = self.hw, self.hw.c
+        last = insn.inp_base + (insn.cin_blocks - 1) * insn.in_plane + insn.n_pix - 1
+        self._check_sram("INP", insn.inp_base, last - insn.inp_base + 1, hw.inp_depth, "SOFTMAX input", index)
+        self._check_sram("OUT", insn.out_base, insn.cin_blocks * insn.n_pix, hw.out_depth, "SOFTMAX output", index)
+        nb, n = insn.cin_blocks, insn.n_pix
+        rows = insn.inp_base + np.arange(nb, dtype=np.int64)[:, None] * insn.in_plane + np.arange(n)[None, :]
+        x = self.m.inp[rows].astype(np.int64).transpose(1, 0, 2).reshape(n, nb * c)  # (pixel, channel)
+        valid = np.arange(nb * c)[None, :] < insn.channels
+        mx = np.where(valid, x, -128).max(axis=1, keepdims=True)
+        e = np.where(valid, self.m.smx_exp[np.clip(mx - x, 0, 255)], 0)
+        recip = (np.int64(1) << SOFTMAX_RECIP_BITS) // e.sum(axis=1, keepdims=True)
+        y = ((e * recip + (np.int64(1) << (SOFTMAX_OUT_SHIFT - 1))) >> SOFTMAX_OUT_SHIFT) - 128
+        y = np.clip(y, -128, 127).astype(np.int8)
+        self.m.out[insn.out_base:insn.out_base + nb * n] = y.reshape(n, nb, c).transpose(1, 0, 2).reshape(nb * n, c)
 
     # ---- MARK / FINISH ----------------------------------------------------------------------------
     def _exec_mark(self, insn: isa.Mark, index: int) -> None:

@@ -1,5 +1,9 @@
 """Layer-program builder: one conv or pool layer -> a complete, runnable dlproc program.
 
+The optional blocks have builders too (``build_add_program``, ``build_upsample_program``,
+``build_lrn_program``, ``build_softmax_program`` with their ``plan_*`` and table-stream helpers;
+``docs/programs.md``, "Optional-block layers").
+
 Given a processor configuration, one layer's integer parameters and an int8 input tensor, the
 builder produces everything the processor needs in DRAM -- the input, weight and parameter images
 in the contract's layout, the instruction stream -- plus where the output lands and how to decode
@@ -59,6 +63,23 @@ __all__ = [
     "pack_conv_weights",
     "pack_conv_params",
     "run_on_isasim",
+    "AddLayer",
+    "UpsampleLayer",
+    "plan_add",
+    "plan_upsample",
+    "build_add_program",
+    "build_upsample_program",
+    "LrnLayer",
+    "plan_lrn",
+    "pack_lrn_table",
+    "lrn_table_stream",
+    "lrn_table_cycles",
+    "build_lrn_program",
+    "SoftmaxLayer",
+    "plan_softmax",
+    "build_softmax_program",
+    "pack_softmax_table",
+    "softmax_table_stream",
 ]
 
 PAD_MAX = 15  #: LOAD's pad fields are 4 bits
@@ -1088,7 +1109,8 @@ def _geometry(config: Any) -> Geometry:
 
 def _assemble(geom: Geometry, blobs: list[tuple[str, bytes]], out_name_size: int,
               out_shape: tuple[int, int, int], planner: Callable[[ConvAddrs], tuple[list[_Step], Plan]],
-              dram_base: int, mark_index: int) -> LayerProgram:
+              dram_base: int, mark_index: int,
+              prologue: Callable[[], list[isa.Instruction]] | None = None) -> LayerProgram:
     """Lay the regions out from ``dram_base`` (input, weights, params, output, instructions), plan,
     emit, and build the image. Regions start on 64-byte boundaries (and on bus beats)."""
     align = max(64, geom.bus_bytes)
@@ -1105,6 +1127,8 @@ def _assemble(geom: Geometry, blobs: list[tuple[str, bytes]], out_name_size: int
                       regions.get("params", regions["input"]).addr, regions["output"].addr)
     steps, plan = planner(addrs)
     insns = emit_instructions(steps, plan, mark_index=mark_index)
+    if prologue is not None:  # instructions that run first (the LRN table load); token-balanced
+        insns = prologue() + insns
     for insn in insns:
         insn.validate(geom.hw)
     program = isa.encode_program(insns)
@@ -1154,6 +1178,377 @@ def build_layer_program(config: Any, layer: ConvLayer | PoolLayer, x: np.ndarray
     if isinstance(layer, PoolLayer):
         return build_pool_program(config, layer, x, **kw)
     raise CompileError(f"unsupported layer type {type(layer).__name__}: allowed ConvLayer, PoolLayer")
+
+
+# --------------------------------------------------------------------------------------------
+# Optional blocks: element-wise add (adder module) and nearest upsample (segmentation block)
+# --------------------------------------------------------------------------------------------
+@dataclass
+class AddLayer:
+    """Element-wise add of two int8 tensors of one shape (``dlproc.golden.ops.add``)."""
+
+    za: int
+    ma: int
+    zb: int
+    mb: int
+    shift: int
+    zp_out: int
+    act_min: int = -128
+    act_max: int = 127
+
+
+@dataclass
+class UpsampleLayer:
+    """Nearest-neighbour upsample by integer factors (``dlproc.golden.ops.upsample_nearest``)."""
+
+    scale: int | tuple[int, int] = 2
+
+
+def _require_block(geom: Geometry, opcode: isa.Opcode) -> None:
+    if not geom.hw.has_block(opcode):
+        _, module, prop = isa.OPTIONAL_BLOCKS[opcode]
+        raise CompileError(f"{opcode.name} needs a block this processor is generated without; "
+                           f"turn on {module}.{prop}")
+
+
+def plan_add(geom: Geometry, layer: AddLayer, shape: tuple[int, int, int], addrs: ConvAddrs, b_addr: int,
+             config: Any = None) -> tuple[list[_Step], Plan]:
+    """Chunks of n words of both operands (``addrs.inp`` = a, ``b_addr`` = b, both in the channel-block
+    layout, which is dense, so a chunk is a linear run): each step loads a's and b's chunk into one
+    INP half, ADDs them into an OUT slot and stores the slot. 2 cycles per word."""
+    _require_block(geom, isa.Opcode.ADD)
+    ch, h, w = shape
+    total = _blocks(ch, geom.c) * h * w
+    n = min(total, geom.depth("INP") // 4, geom.depth("OUT") // 2, SIZE_MAX)
+    if n < 1:
+        raise CompileError(f"add: INP ({geom.depth('INP')} words) / OUT ({geom.depth('OUT')}) too small for one word")
+    out_slots = min(OUT_SLOTS_MAX, geom.depth("OUT") // n)
+    half = geom.depth("INP") // 2
+    pin, po = geom.pitch("INP"), geom.pitch("OUT")
+    steps = []
+    for k, start in enumerate(range(0, total, n)):
+        cnt = min(n, total - start)
+        slot = k % 2
+        st = _Step()
+        for ld in _linear_loads(isa.Buf.INP, slot * half, addrs.inp + start * pin, cnt, pin):
+            st.loads.append(_Load(ld, ("INP", slot)))
+        for ld in _linear_loads(isa.Buf.INP, slot * half + n, b_addr + start * pin, cnt, pin):
+            st.loads.append(_Load(ld, ("INP", slot)))
+        st.reads.add(("INP", slot))
+        out_base = (k % out_slots) * n
+        add = isa.Add(inp_a=slot * half, inp_b=slot * half + n, out_base=out_base, count=cnt,
+                      za=int(layer.za), zb=int(layer.zb), ma=int(layer.ma), mb=int(layer.mb),
+                      shift=int(layer.shift), zp_out=int(layer.zp_out), act_min=int(layer.act_min),
+                      act_max=int(layer.act_max))
+        store = isa.Store(sram_base=out_base, dram_addr=addrs.out + start * po, x_size=cnt)
+        st.ops.append(_Op(add, store, 2 * cnt + _OP_OVERHEAD))
+        steps.append(st)
+    bw, lat = _ddr_model(config, geom)
+    plan = Plan("add", (1, n), 1, "tiles-outer", "none", len(steps), out_slots,
+                _estimate(geom, steps, out_slots, bw, lat), 0, _dma_bytes(geom, steps))
+    return steps, plan
+
+
+def _upsample_tile(geom: Geometry, nb: int, h: int, w: int, sy: int, sx: int) -> tuple[int, int, int]:
+    """(blocks, input rows, input columns) of the largest tile whose input fits an INP half and
+    whose output fits half of OUT (so at least two OUT slots)."""
+    half_in, out_cap = geom.depth("INP") // 2, geom.depth("OUT") // 2
+    tc = min(w, half_in, out_cap // (sy * sx), SIZE_MAX // sx)
+    if tc < 1:
+        raise CompileError(f"upsample x{sy}x{sx}: one output pixel block does not fit OUT ({geom.depth('OUT')} words)")
+    tr = max(1, min(h, half_in // tc, out_cap // (sy * sx * tc), SIZE_MAX // sy))
+    g = max(1, min(nb, half_in // (tr * tc), out_cap // (tr * sy * tc * sx)))
+    return g, tr, tc
+
+
+def plan_upsample(geom: Geometry, layer: UpsampleLayer, shape: tuple[int, int, int], addrs: ConvAddrs,
+                  config: Any = None) -> tuple[list[_Step], Plan]:
+    """Tiles of g channel blocks x tr input rows x tc input columns: LOAD the tile, UPSAMPLE it into an
+    OUT slot (tr*sy x tc*sx pixels per block), STORE the slot into the output. 1 cycle per output word."""
+    _require_block(geom, isa.Opcode.UPSAMPLE)
+    sy, sx = _pair(layer.scale, "upsample scale")
+    if sy > 15 or sx > 15:
+        raise CompileError(f"upsample scale {(sy, sx)}: the UPSAMPLE instruction allows 1..15 per axis")
+    ch, h, w = shape
+    nb = _blocks(ch, geom.c)
+    ho, wo = h * sy, w * sx
+    g, tr, tc = _upsample_tile(geom, nb, h, w, sy, sx)
+    out_words = g * tr * sy * tc * sx
+    out_slots = min(OUT_SLOTS_MAX, geom.depth("OUT") // out_words)
+    half = geom.depth("INP") // 2
+    pin, po = geom.pitch("INP"), geom.pitch("OUT")
+    steps = []
+    k = 0
+    for b0 in range(0, nb, g):
+        gb = min(g, nb - b0)
+        for r0 in range(0, h, tr):
+            nr = min(tr, h - r0)
+            for c0 in range(0, w, tc):
+                nc = min(tc, w - c0)
+                slot = k % 2
+                st = _Step()
+                st.loads.append(_Load(isa.Load(
+                    buf=isa.Buf.INP, sram_base=slot * half, dram_addr=addrs.inp + ((b0 * h + r0) * w + c0) * pin,
+                    x_size=nc, y_size=nr, z_size=gb, y_stride=w, z_stride=h * w), ("INP", slot)))
+                st.reads.add(("INP", slot))
+                out_base = (k % out_slots) * out_words
+                ups = isa.Upsample(inp_base=slot * half, out_base=out_base, in_w=nc, in_plane=nr * nc,
+                                   out_h=nr * sy, out_w=nc * sx, scale_y=sy, scale_x=sx, z_size=gb)
+                store = isa.Store(sram_base=out_base, dram_addr=addrs.out + ((b0 * ho + r0 * sy) * wo + c0 * sx) * po,
+                                  x_size=nc * sx, y_size=nr * sy, z_size=gb, y_stride=wo, z_stride=ho * wo)
+                st.ops.append(_Op(ups, store, gb * nr * sy * nc * sx + _OP_OVERHEAD))
+                steps.append(st)
+                k += 1
+    bw, lat = _ddr_model(config, geom)
+    plan = Plan("upsample", (tr * sy, tc * sx), g, "tiles-outer", "none", len(steps), out_slots,
+                _estimate(geom, steps, out_slots, bw, lat), 0, _dma_bytes(geom, steps))
+    return steps, plan
+
+
+def build_add_program(config: Any, layer: AddLayer, xa: np.ndarray, xb: np.ndarray, *, dram_base: int = 0,
+                      mark_index: int = 0) -> LayerProgram:
+    """A complete program computing ``ops.add`` of the int8 tensors ``xa`` and ``xb`` (C, H, W)."""
+    geom = _geometry(config)
+    cfg = None if isinstance(config, Geometry) else config
+    if np.shape(xa) != np.shape(xb):
+        raise CompileError(f"add operands differ in shape: {np.shape(xa)} and {np.shape(xb)}")
+    img_a, img_b = pack_input(geom, xa), pack_input(geom, xb)
+    align = max(64, geom.bus_bytes)
+    off_b = _align(len(img_a), align)
+    blob = img_a + bytes(off_b - len(img_a)) + img_b
+    shape = tuple(int(v) for v in np.shape(xa))
+    out_size = _blocks(shape[0], geom.c) * shape[1] * shape[2] * geom.pitch("OUT")
+    return _assemble(geom, [("input", blob)], out_size, shape,  # type: ignore[arg-type]
+                     lambda a: plan_add(geom, layer, shape, a, a.inp + off_b, cfg), dram_base, mark_index)
+
+
+def build_upsample_program(config: Any, layer: UpsampleLayer, x: np.ndarray, *, dram_base: int = 0,
+                           mark_index: int = 0) -> LayerProgram:
+    """A complete program computing ``ops.upsample_nearest(x, layer.scale)`` for the int8 ``x`` (C, H, W)."""
+    geom = _geometry(config)
+    cfg = None if isinstance(config, Geometry) else config
+    ch, h, w = (int(v) for v in np.shape(x))
+    sy, sx = _pair(layer.scale, "upsample scale")
+    out_size = _blocks(ch, geom.c) * h * sy * w * sx * geom.pitch("OUT")
+    return _assemble(geom, [("input", pack_input(geom, x))], out_size, (ch, h * sy, w * sx),
+                     lambda a: plan_upsample(geom, layer, (ch, h, w), a, cfg), dram_base, mark_index)
+
+
+@dataclass
+class LrnLayer:
+    """Cross-channel LRN in fixed point (``dlproc.golden.ops.lrn``; tables from ``ops.lrn_params``)."""
+
+    size: int
+    zp_in: int
+    table_mult: np.ndarray  #: LRN_TABLE_SIZE multipliers (< 2**15)
+    table_shift: np.ndarray  #: LRN_TABLE_SIZE shifts (<= 46)
+    zp_out: int
+    act_min: int = -128
+    act_max: int = 127
+
+
+def pack_lrn_table(geom: Geometry, layer: LrnLayer) -> bytes:
+    """The LRN table as PRM words: lane l of word w = entry w*C + l (bias 0, M_neg = M)."""
+    from dlproc.numerics import LRN_TABLE_SIZE
+
+    c = geom.c
+    mult = np.asarray(layer.table_mult, dtype=np.int64).reshape(-1)
+    shift = np.asarray(layer.table_shift, dtype=np.int64).reshape(-1)
+    if mult.shape != (LRN_TABLE_SIZE,) or shift.shape != (LRN_TABLE_SIZE,):
+        raise CompileError(f"LRN tables must hold {LRN_TABLE_SIZE} entries each, got {mult.shape} and {shift.shape}")
+    _check_requant(mult, mult, shift, "LRN table")
+    words = -(-LRN_TABLE_SIZE // c)
+    pm, ps = np.zeros(words * c, dtype=np.int64), np.zeros(words * c, dtype=np.int64)
+    pm[:LRN_TABLE_SIZE], ps[:LRN_TABLE_SIZE] = mult, shift
+    zero = np.zeros(c, dtype=np.int64)
+    return b"".join(_prm_word(geom, zero, pm[w * c:(w + 1) * c], pm[w * c:(w + 1) * c], ps[w * c:(w + 1) * c])
+                    for w in range(words))
+
+
+def _table_stream(geom: Geometry, table_addr: int, words: int,
+                  make: Callable[[int, int, bool], isa.Instruction]) -> list[isa.Instruction]:
+    """LOAD PRM / table-copy pairs, one PRM-full at a time, serialised by tokens as in
+    :func:`lrn_table_stream`; ``make(tab_base, count, push_prev)`` builds the copy instruction."""
+    depth, pp = geom.depth("PRM"), geom.pitch("PRM")
+    out: list[isa.Instruction] = []
+    starts = list(range(0, words, depth))
+    for k, w0 in enumerate(starts):
+        n = min(depth, words - w0)
+        loads = _linear_loads(isa.Buf.PRM, 0, table_addr + w0 * pp, n, pp)
+        loads[0].pop_next = k > 0
+        loads[-1].push_next = True
+        out.extend(loads)
+        out.append(make(w0 * geom.c, n, k + 1 < len(starts)))
+    return out
+
+
+def lrn_table_stream(geom: Geometry, table_addr: int) -> list[isa.Instruction]:
+    """LOAD PRM / LRNTAB pairs that put the whole table (at ``table_addr``, from :func:`pack_lrn_table`)
+    into the LRN block, one PRM-full at a time. Serialised by tokens: each LOAD but the first waits
+    (C2L) for the LRNTAB that read the previous chunk; each LRNTAB waits (L2C) for its LOAD. The
+    token counters are balanced at the end; later LRNs follow LRNTAB in the compute unit's order."""
+    from dlproc.numerics import LRN_TABLE_SIZE
+
+    words = -(-LRN_TABLE_SIZE // geom.c)
+    return _table_stream(geom, table_addr, words, lambda base, n, push: isa.LrnTab(
+        prm_base=0, tab_base=base, count=n, pop_prev=True, push_prev=push))
+
+
+def plan_lrn(geom: Geometry, layer: LrnLayer, shape: tuple[int, int, int], addrs: ConvAddrs,
+             config: Any = None) -> tuple[list[_Step], Plan]:
+    """Tiles of n consecutive pixels with all their channel blocks (the channel window crosses
+    blocks, so a tile never splits a pixel's channels): LOAD the tile into an INP half, LRN it into
+    an OUT slot, STORE it. One cycle per output word. The table is loaded by :func:`lrn_table_stream`."""
+    from dlproc.numerics import LRN_MAX_SIZE
+
+    _require_block(geom, isa.Opcode.LRN)
+    if not 1 <= int(layer.size) <= LRN_MAX_SIZE:
+        raise CompileError(f"LRN size {layer.size}: the LRN block allows 1..{LRN_MAX_SIZE}")
+    ch, h, w = shape
+    nb = _blocks(ch, geom.c)
+    half, out_cap = geom.depth("INP") // 2, geom.depth("OUT") // 2
+    n = min(h * w, half // nb, out_cap // nb, SIZE_MAX)
+    if n < 1:
+        raise CompileError(f"LRN over {ch} channels: one pixel's {nb} channel blocks do not fit an INP half "
+                           f"({half} words) and half of OUT ({out_cap} words)")
+    out_words = n * nb
+    out_slots = min(OUT_SLOTS_MAX, geom.depth("OUT") // out_words)
+    pin, po = geom.pitch("INP"), geom.pitch("OUT")
+    steps = []
+    for k, p0 in enumerate(range(0, h * w, n)):
+        cnt = min(n, h * w - p0)
+        slot = k % 2
+        st = _Step()
+        st.loads.append(_Load(isa.Load(buf=isa.Buf.INP, sram_base=slot * half, dram_addr=addrs.inp + p0 * pin,
+                                       x_size=cnt, z_size=nb, z_stride=h * w), ("INP", slot)))
+        st.reads.add(("INP", slot))
+        out_base = (k % out_slots) * out_words
+        lrn = isa.Lrn(inp_base=slot * half, out_base=out_base, in_plane=cnt, n_pix=cnt, cin_blocks=nb, channels=ch,
+                      size=int(layer.size), zp_in=int(layer.zp_in), zp_out=int(layer.zp_out),
+                      act_min=int(layer.act_min), act_max=int(layer.act_max))
+        store = isa.Store(sram_base=out_base, dram_addr=addrs.out + p0 * po, x_size=cnt, z_size=nb, z_stride=h * w)
+        st.ops.append(_Op(lrn, store, cnt * nb + _OP_OVERHEAD))
+        steps.append(st)
+    bw, lat = _ddr_model(config, geom)
+    plan = Plan("lrn", (1, n), nb, "tiles-outer", "none", len(steps), out_slots,
+                _estimate(geom, steps, out_slots, bw, lat), 0, _dma_bytes(geom, steps))
+    return steps, plan
+
+
+def lrn_table_cycles(geom: Geometry) -> int:
+    """Compute-unit cycles of loading the table (LRNTAB: C + 2 cycles per PRM word), DMA excluded."""
+    from dlproc.numerics import LRN_TABLE_SIZE
+
+    return -(-LRN_TABLE_SIZE // geom.c) * (geom.c + 2)
+
+
+def build_lrn_program(config: Any, layer: LrnLayer, x: np.ndarray, *, dram_base: int = 0,
+                      mark_index: int = 0) -> LayerProgram:
+    """A complete program computing ``ops.lrn`` of the int8 ``x`` (C, H, W): the table load, then the tiles."""
+    geom = _geometry(config)
+    cfg = None if isinstance(config, Geometry) else config
+    shape = tuple(int(v) for v in np.shape(x))
+    out_size = _blocks(shape[0], geom.c) * shape[1] * shape[2] * geom.pitch("OUT")
+    table = pack_lrn_table(geom, layer)
+    holder: dict[str, Any] = {}
+
+    def planner(a: ConvAddrs) -> tuple[list[_Step], Plan]:
+        steps, plan = plan_lrn(geom, layer, shape, a, cfg)  # type: ignore[arg-type]
+        holder["table"] = lrn_table_stream(geom, a.prm)
+        return steps, plan
+
+    prog = _assemble(geom, [("input", pack_input(geom, x)), ("params", table)], out_size, shape,  # type: ignore[arg-type]
+                     planner, dram_base, mark_index, prologue=lambda: holder["table"])
+    return prog
+
+
+@dataclass
+class SoftmaxLayer:
+    """Integer softmax over the channels of every pixel (``dlproc.golden.ops.softmax_int8``); output
+    scale 1/256, zero point -128. ``exp_table`` is ``ops.softmax_exp_table(s_in)``."""
+
+    exp_table: np.ndarray
+
+
+def pack_softmax_table(geom: Geometry, layer: SoftmaxLayer) -> bytes:
+    """The exp table as PRM words: the bias field of lane l of word w = entry w*C + l."""
+    from dlproc.numerics import SOFTMAX_EXP_BITS
+
+    table = np.asarray(layer.exp_table, dtype=np.int64).reshape(-1)
+    size = isa.SOFTMAX_TABLE_SIZE
+    if table.shape != (size,) or table.min() < 0 or table.max() > 2**SOFTMAX_EXP_BITS:
+        raise CompileError(f"softmax exp table must hold {size} entries in 0..2**{SOFTMAX_EXP_BITS}")
+    c = geom.c
+    words = -(-size // c)
+    padded = np.zeros(words * c, dtype=np.int64)
+    padded[:size] = table
+    zero = np.zeros(c, dtype=np.int64)
+    return b"".join(_prm_word(geom, padded[w * c:(w + 1) * c], zero, zero, zero) for w in range(words))
+
+
+def softmax_table_stream(geom: Geometry, table_addr: int) -> list[isa.Instruction]:
+    """LOAD PRM / SMXTAB pairs loading the exp table (at ``table_addr``, from :func:`pack_softmax_table`)."""
+    words = -(-isa.SOFTMAX_TABLE_SIZE // geom.c)
+    return _table_stream(geom, table_addr, words, lambda base, n, push: isa.SmxTab(
+        prm_base=0, tab_base=base, count=n, pop_prev=True, push_prev=push))
+
+
+def plan_softmax(geom: Geometry, layer: SoftmaxLayer, shape: tuple[int, int, int], addrs: ConvAddrs,
+                 config: Any = None) -> tuple[list[_Step], Plan]:
+    """Tiles of n consecutive pixels with all their channel blocks: LOAD, SOFTMAX, STORE
+    (3*cin_blocks + ~78 cycles per pixel). The exp table is loaded first (``build_softmax_program``)."""
+    from dlproc.numerics import SOFTMAX_MAX_CHANNELS
+
+    _require_block(geom, isa.Opcode.SOFTMAX)
+    ch, h, w = shape
+    if not 1 <= ch <= SOFTMAX_MAX_CHANNELS:
+        raise CompileError(f"softmax over {ch} channels: the softmax block allows 1..{SOFTMAX_MAX_CHANNELS}")
+    nb = _blocks(ch, geom.c)
+    half, out_cap = geom.depth("INP") // 2, geom.depth("OUT") // 2
+    n = min(h * w, half // nb, out_cap // nb, SIZE_MAX)
+    if n < 1:
+        raise CompileError(f"softmax over {ch} channels: one pixel's {nb} channel blocks do not fit an INP half "
+                           f"({half} words) and half of OUT ({out_cap} words)")
+    out_words = n * nb
+    out_slots = min(OUT_SLOTS_MAX, geom.depth("OUT") // out_words)
+    pin, po = geom.pitch("INP"), geom.pitch("OUT")
+    steps = []
+    for k, p0 in enumerate(range(0, h * w, n)):
+        cnt = min(n, h * w - p0)
+        slot = k % 2
+        st = _Step()
+        st.loads.append(_Load(isa.Load(buf=isa.Buf.INP, sram_base=slot * half, dram_addr=addrs.inp + p0 * pin,
+                                       x_size=cnt, z_size=nb, z_stride=h * w), ("INP", slot)))
+        st.reads.add(("INP", slot))
+        out_base = (k % out_slots) * out_words
+        smx = isa.Softmax(inp_base=slot * half, out_base=out_base, in_plane=cnt, n_pix=cnt, cin_blocks=nb, channels=ch)
+        store = isa.Store(sram_base=out_base, dram_addr=addrs.out + p0 * po, x_size=cnt, z_size=nb, z_stride=h * w)
+        st.ops.append(_Op(smx, store, cnt * (3 * nb + 78) + _OP_OVERHEAD))
+        steps.append(st)
+    bw, lat = _ddr_model(config, geom)
+    plan = Plan("softmax", (1, n), nb, "tiles-outer", "none", len(steps), out_slots,
+                _estimate(geom, steps, out_slots, bw, lat), 0, _dma_bytes(geom, steps))
+    return steps, plan
+
+
+def build_softmax_program(config: Any, layer: SoftmaxLayer, x: np.ndarray, *, dram_base: int = 0,
+                          mark_index: int = 0) -> LayerProgram:
+    """A complete program computing ``ops.softmax_int8`` over the channels of the int8 ``x`` (C, H, W)."""
+    geom = _geometry(config)
+    cfg = None if isinstance(config, Geometry) else config
+    shape = tuple(int(v) for v in np.shape(x))
+    image = pack_softmax_table(geom, layer)
+    c = geom.c
+    out_size = _blocks(shape[0], c) * shape[1] * shape[2] * geom.pitch("OUT")
+    holder: dict[str, Any] = {}
+
+    def planner(a: ConvAddrs) -> tuple[list[_Step], Plan]:
+        steps, plan = plan_softmax(geom, layer, shape, a, cfg)  # type: ignore[arg-type]
+        holder["table"] = softmax_table_stream(geom, a.prm)
+        return steps, plan
+
+    return _assemble(geom, [("input", pack_input(geom, x)), ("params", image)], out_size, shape,  # type: ignore[arg-type]
+                     planner, dram_base, mark_index, prologue=lambda: holder["table"])
 
 
 def run_on_isasim(prog: LayerProgram, machine: Machine | None = None, **machine_kw: Any) -> tuple[np.ndarray, RunResult]:

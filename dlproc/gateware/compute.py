@@ -8,7 +8,13 @@ It sits between the load and store units of the decoupled access/execute pipelin
   then hands it to an engine;
 * the :class:`~dlproc.gateware.conv.ConvEngine` (C x C MAC array, accumulator memory, drain),
 * the :class:`~dlproc.gateware.pool.PoolEngine`,
-* one shared :class:`~dlproc.gateware.output_stage.OutputStage` whose results go to OUT.
+* one shared :class:`~dlproc.gateware.output_stage.OutputStage` whose results go to OUT,
+* the optional blocks, generated only when ``hw`` enables them: the
+  :class:`~dlproc.gateware.add.AddEngine` (ADD, ``hw.adder``) and the
+  :class:`~dlproc.gateware.upsample.UpsampleEngine` (UPSAMPLE, ``hw.upsample``), the
+  :class:`~dlproc.gateware.lrn.LrnEngine` (LRNTAB, LRN, ``hw.lrn``) and the
+  :class:`~dlproc.gateware.softmax.SoftmaxEngine` (SMXTAB, SOFTMAX, ``hw.softmax``). Like POOL,
+  their instructions start when everything before them has completed.
 
 Token ports (the core's token counters sit outside; one cycle pulses, ``*_pop`` only while the
 matching ``*_valid`` is high):
@@ -36,7 +42,8 @@ an engine working, or results in flight), ``stall`` while the sequencer waits fo
 is high in every cycle the MAC array consumes an INP word (C*C MACs).
 
 Errors (sticky ``error`` with an :class:`dlproc.isa.ErrorCode` in ``error_code``): an opcode
-other than CONV/POOL/FINISH gives ILLEGAL_OPCODE; the engines report SRAM_RANGE and
+other than CONV/POOL/FINISH and the optional blocks' gives ILLEGAL_OPCODE, an optional block's
+opcode when the block was not generated BLOCK_ABSENT; the engines report SRAM_RANGE and
 ILLEGAL_FIELD. After an error the unit accepts no further instruction.
 """
 
@@ -48,9 +55,13 @@ from amaranth.lib.wiring import In, Out
 
 from dlproc import isa
 
+from .lrn import LrnEngine
 from .conv import CONV_CMD_LAYOUT, ConvEngine, _read_port, inp_word_layout, wgt_word_layout
+from .add import AddEngine
 from .output_stage import OutputStage, out_word_layout, prm_word_layout
 from .pool import POOL_CMD_LAYOUT, PoolEngine
+from .softmax import SoftmaxEngine
+from .upsample import UpsampleEngine
 
 __all__ = [
     "ComputeUnit",
@@ -60,6 +71,10 @@ __all__ = [
     "prm_word_layout",
     "out_word_layout",
 ]
+
+
+#: Optional-block opcodes that write nothing to OUT (completion = their engine is idle again).
+_NO_OUTPUT = (isa.Opcode.LRNTAB, isa.Opcode.SMXTAB)
 
 
 def default_acc_depth(hw: isa.HardwareParams) -> int:
@@ -114,27 +129,60 @@ class ComputeUnit(wiring.Component):
         m.submodules.conv = conv = ConvEngine(self.hw, self.acc_depth)
         m.submodules.pool = pool = PoolEngine(self.hw, self.acc_depth)
         m.submodules.ostage = ostage = OutputStage(self.c, self.out_bits, conv.ost.tag.shape().width)
+        # Optional blocks exist only when the configuration enables them; an absent block's
+        # opcode stops the unit with BLOCK_ABSENT (see the sequencer).
+        extra: dict[isa.Opcode, tuple[wiring.Component, stream.Interface]] = {}  # opcode -> (engine, cmd)
+        if self.hw.adder:
+            m.submodules.add = eng = AddEngine(self.hw)
+            extra[isa.Opcode.ADD] = (eng, eng.cmd)
+        if self.hw.upsample:
+            m.submodules.upsample = eng = UpsampleEngine(self.hw)
+            extra[isa.Opcode.UPSAMPLE] = (eng, eng.cmd)
+        if self.hw.lrn:
+            m.submodules.lrn = eng = LrnEngine(self.hw)
+            extra[isa.Opcode.LRN] = (eng, eng.cmd)
+            extra[isa.Opcode.LRNTAB] = (eng, eng.tab_cmd)
+        if self.hw.softmax:
+            m.submodules.softmax = eng = SoftmaxEngine(self.hw)
+            extra[isa.Opcode.SOFTMAX] = (eng, eng.cmd)
+            extra[isa.Opcode.SMXTAB] = (eng, eng.tab_cmd)
+        serial = [pool]  # engines that run only when everything else is done
+        for eng, _ in extra.values():
+            if eng not in serial:
+                serial.append(eng)
+        prm_users = [eng for eng in serial if hasattr(eng, "prm")]
 
         # ---------------------------------------------------------------- shared ports
-        # The engines never read INP (or PRM) in the same cycle: the sequencer starts a POOL only
-        # when the conv engine is idle and a CONV only when the pool engine is, so a plain
-        # "whoever enables" mux is enough. Read data goes to both; the idle one ignores it.
+        # The engines never read INP (or PRM) in the same cycle: the sequencer starts a POOL (or
+        # an optional block's instruction) only when every engine is idle and a CONV only when
+        # the serial engines are, so a plain "whoever enables" mux is enough. Read data goes to
+        # all; the idle ones ignore it.
+        inp_addr = conv.inp.addr
+        for eng in serial:
+            inp_addr = Mux(eng.inp.en, eng.inp.addr, inp_addr)
         m.d.comb += [
-            self.inp.addr.eq(Mux(pool.inp.en, pool.inp.addr, conv.inp.addr)),
-            self.inp.en.eq(conv.inp.en | pool.inp.en),
+            self.inp.addr.eq(inp_addr),
+            self.inp.en.eq(conv.inp.en | sum((eng.inp.en for eng in serial), start=0).bool()),
             conv.inp.data.eq(self.inp.data),
-            pool.inp.data.eq(self.inp.data),
-            self.prm.addr.eq(Mux(pool.prm.en, pool.prm.addr, conv.prm.addr)),
-            self.prm.en.eq(conv.prm.en | pool.prm.en),
             conv.prm.data.eq(self.prm.data),
-            pool.prm.data.eq(self.prm.data),
         ]
+        prm_addr = conv.prm.addr
+        for eng in prm_users:
+            prm_addr = Mux(eng.prm.en, eng.prm.addr, prm_addr)
+        m.d.comb += [
+            self.prm.addr.eq(prm_addr),
+            self.prm.en.eq(conv.prm.en | sum((eng.prm.en for eng in prm_users), start=0).bool()),
+        ]
+        m.d.comb += [eng.inp.data.eq(self.inp.data) for eng in serial]
+        m.d.comb += [eng.prm.data.eq(self.prm.data) for eng in prm_users]
         wiring.connect(m, conv.wgt, wiring.flipped(self.wgt))
-        # The same argument holds for the output stage: the pool engine's last item entered it
-        # before a CONV can even start, and a CONV's drain has ended before a POOL starts.
+        # The same argument holds for the output stage: a serial engine's last item entered it
+        # before a CONV can even start, and a CONV's drain has ended before a serial one starts.
         for name in ("valid", "acc", "params", "zp_out", "act_min", "act_max", "addr", "tag"):
-            m.d.comb += getattr(ostage.i, name).eq(Mux(
-                pool.ost.valid, Value.cast(getattr(pool.ost, name)), Value.cast(getattr(conv.ost, name))))
+            value = Value.cast(getattr(conv.ost, name))
+            for eng in serial:
+                value = Mux(eng.ost.valid, Value.cast(getattr(eng.ost, name)), value)
+            m.d.comb += getattr(ostage.i, name).eq(value)
         m.d.comb += [
             self.out.addr.eq(ostage.o.addr),
             self.out.data.eq(ostage.o.data),
@@ -161,13 +209,18 @@ class ComputeUnit(wiring.Component):
         own_error = Signal()
         own_code = Signal(4)
         finished = Signal()
-        error = own_error | conv.error | pool.error
+        engines = [conv, *serial]
+        error = own_error | sum((eng.error for eng in engines), start=0).bool()
+        error_code = own_code
+        for eng in reversed(engines):
+            error_code = Mux(eng.error, eng.error_code, error_code)
         m.d.comb += [
             self.error.eq(error),
-            self.error_code.eq(Mux(own_error, own_code, Mux(conv.error, conv.error_code, pool.error_code))),
+            self.error_code.eq(Mux(own_error, own_code, error_code)),
             self.finished.eq(finished),
         ]
-        all_done = (inflight == 0) & ~conv.busy & ~pool.busy
+        serial_busy = sum((eng.busy for eng in serial), start=0).bool()
+        all_done = (inflight == 0) & ~conv.busy & ~serial_busy
 
         conv_fields = [n for n, _ in CONV_CMD_LAYOUT if n != "tag"]
         pool_fields = [n for n, _ in POOL_CMD_LAYOUT if n != "tag"]
@@ -177,6 +230,12 @@ class ComputeUnit(wiring.Component):
             conv.cmd.payload.tag.eq(hdr.push_prev | (hdr.push_next << 1)),
             pool.cmd.payload.tag.eq(hdr.push_prev | (hdr.push_next << 1)),
         ]
+        for op, (eng, cmd) in extra.items():
+            view = getattr(ir, op.name.lower())
+            fields = [spec.name for spec in isa.INSTRUCTION_CLASSES[op].field_specs()]
+            m.d.comb += [getattr(cmd.payload, n).eq(getattr(view, n)) for n in fields]
+            if "tag" in cmd.payload.shape().members:
+                m.d.comb += cmd.payload.tag.eq(hdr.push_prev | (hdr.push_next << 1))
 
         with m.FSM(name="sequencer") as fsm:
             with m.State("FETCH"):
@@ -193,7 +252,7 @@ class ComputeUnit(wiring.Component):
             with m.State("EXEC"):
                 with m.Switch(hdr.opcode):
                     with m.Case(isa.Opcode.CONV):
-                        m.d.comb += conv.cmd.valid.eq(~pool.busy & ~error)
+                        m.d.comb += conv.cmd.valid.eq(~serial_busy & ~error)
                         with m.If(conv.cmd.valid & conv.cmd.ready):
                             m.d.comb += dispatched.eq(1)
                             m.next = "FETCH"
@@ -202,6 +261,21 @@ class ComputeUnit(wiring.Component):
                         with m.If(pool.cmd.valid & pool.cmd.ready):
                             m.d.comb += dispatched.eq(1)
                             m.next = "FETCH"
+                    for op, (eng, cmd) in extra.items():
+                        with m.Case(op):
+                            m.d.comb += cmd.valid.eq(all_done & ~error)
+                            with m.If(cmd.valid & cmd.ready):
+                                if op in _NO_OUTPUT:
+                                    m.next = "QUIET"
+                                else:
+                                    m.d.comb += dispatched.eq(1)
+                                    m.next = "FETCH"
+                    absent = [op for op in isa.OPTIONAL_BLOCKS if op not in extra]
+                    if absent:
+                        with m.Case(*absent):
+                            with m.If(~error):
+                                m.d.sync += [own_error.eq(1), own_code.eq(isa.ErrorCode.BLOCK_ABSENT)]
+                            m.next = "DONE"
                     with m.Case(isa.Opcode.FINISH):
                         with m.If(all_done & ~error):
                             m.d.comb += [finish_push_prev.eq(hdr.push_prev),
@@ -212,8 +286,14 @@ class ComputeUnit(wiring.Component):
                         with m.If(~error):
                             m.d.sync += [own_error.eq(1), own_code.eq(isa.ErrorCode.ILLEGAL_OPCODE)]
                         m.next = "DONE"
+            with m.State("QUIET"):
+                # An instruction without OUT results (LRNTAB) has completed when its engine is
+                # idle again; its pushes are given then, as FINISH gives its own.
+                with m.If(~serial_busy & ~error):
+                    m.d.comb += [finish_push_prev.eq(hdr.push_prev), finish_push_next.eq(hdr.push_next)]
+                    m.next = "FETCH"
             with m.State("DONE"):
                 pass
 
-        m.d.comb += self.busy.eq(fsm.ongoing("EXEC") | conv.busy | pool.busy | (inflight != 0))
+        m.d.comb += self.busy.eq(fsm.ongoing("EXEC") | fsm.ongoing("QUIET") | conv.busy | serial_busy | (inflight != 0))
         return m

@@ -9,7 +9,8 @@ than 256 bits), and each instruction is dispatched by opcode:
 
 ========================  =====================
 LOAD                      load queue
-CONV, POOL, FINISH        compute queue
+CONV, POOL, FINISH and    compute queue (the optional blocks' opcodes also when the
+the optional blocks'      block is absent: the compute unit stops with ``BLOCK_ABSENT``)
 STORE, MARK               store queue
 anything else             ``ILLEGAL_OPCODE``
 ========================  =====================
@@ -25,9 +26,9 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..isa import INSN_BITS, INSN_BYTES, INSN_LAYOUT, ErrorCode, HardwareParams, Opcode
+from ..isa import INSN_BITS, INSN_BYTES, INSN_LAYOUT, UNIT_OF_OPCODE, ErrorCode, HardwareParams, Opcode
 from .avalon import ReadClientSignature
-from .dma import BurstPlanner
+from .dma import BurstPlanner, granted_beats
 from .tokens import QUEUE_ENTRY
 
 
@@ -103,20 +104,21 @@ class FetchUnit(wiring.Component):
             with m.Else():
                 m.d.comb += planner.start.eq(1)
 
-        # Requests, limited by read credits (Avalon read data cannot be back-pressured).
-        reserved = Signal(range(credits + 1))
+        # Requests, limited by read credits (Avalon read data cannot be back-pressured): ``free``
+        # is the FIFO room not yet promised to a requested burst; grants are counted one cycle
+        # late (see ``dma.granted_beats``).
+        free = Signal(range(credits + 1), init=credits)
+        granted = granted_beats(m, self.mem.req_ready, self.mem.req_len)
         stop = finished | error
         m.d.comb += [
-            self.mem.req_valid.eq(
-                planner.burst.valid & ~stop & (reserved + planner.burst.payload.len <= credits)
-            ),
+            self.mem.req_valid.eq(planner.burst.valid & ~stop & (free >= planner.burst.payload.len)),
             self.mem.req_addr.eq(planner.burst.payload.addr),
             self.mem.req_len.eq(planner.burst.payload.len),
             planner.burst.ready.eq(self.mem.req_ready),
             beats.w_en.eq(self.mem.rsp_valid),
             beats.w_data.eq(self.mem.rsp_data),
         ]
-        m.d.sync += reserved.eq(reserved + Mux(self.mem.req_ready, self.mem.req_len, 0) - beats.r_en)
+        m.d.sync += free.eq(free + beats.r_en - granted)
 
         # Assemble instructions into ``current`` (valid while ``have``).
         current = Signal(INSN_LAYOUT)
@@ -154,7 +156,9 @@ class FetchUnit(wiring.Component):
             with m.Elif(take & last_sub):
                 m.d.sync += beat_valid.eq(0)
 
-        # Dispatch.
+        # Dispatch. ``fetched_next`` always holds ``fetched + 1`` (a register, so the last-
+        # instruction compare below has no carry chain in front of it).
+        fetched_next = Signal(32, init=1)
         hdr = current.header
         entry = Signal(QUEUE_ENTRY)
         m.d.comb += [entry.insn.eq(current), entry.index.eq(self.fetched)]
@@ -165,7 +169,9 @@ class FetchUnit(wiring.Component):
         with m.Switch(hdr.opcode):
             with m.Case(Opcode.LOAD):
                 m.d.comb += [target.eq(0b001), illegal_flags.eq(hdr.pop_prev | hdr.push_prev)]
-            with m.Case(Opcode.CONV, Opcode.POOL, Opcode.FINISH):
+            # Every compute opcode goes to the compute unit, also an optional block's when the
+            # block is absent: the compute unit then stops with BLOCK_ABSENT.
+            with m.Case(*(op for op, unit in UNIT_OF_OPCODE.items() if unit == "compute")):
                 m.d.comb += target.eq(0b010)
             with m.Case(Opcode.STORE, Opcode.MARK):
                 m.d.comb += [target.eq(0b100), illegal_flags.eq(hdr.pop_next | hdr.push_next)]
@@ -186,20 +192,20 @@ class FetchUnit(wiring.Component):
                 ]
                 with m.If(ready):
                     m.d.comb += take.eq(1)
-                    m.d.sync += self.fetched.eq(self.fetched + 1)
+                    m.d.sync += [self.fetched.eq(fetched_next), fetched_next.eq(fetched_next + 1)]
                     with m.If(hdr.opcode == Opcode.FINISH):
                         m.d.sync += finished.eq(1)
-                    with m.Elif(self.fetched + 1 == self.insn_count):
+                    with m.Elif(fetched_next == self.insn_count):
                         m.d.sync += [
                             error.eq(1),
                             self.error_code.eq(ErrorCode.RAN_OFF_END),
-                            self.err_insn.eq(self.fetched + 1),
+                            self.err_insn.eq(fetched_next),
                         ]
 
         # The planner refused a burst outside the DMA window. That is an error only once the
         # program actually needs an instruction from it: everything before it has been fetched
         # (clipped bursts) and dispatched, and FINISH has not been seen. Prefetching beyond FINISH
         # therefore never turns a correct program into a DMA_FETCH error.
-        with m.If(planner.error & ~stop & ~have & (reserved == 0)):
+        with m.If(planner.error & ~stop & ~have & (free == credits)):
             fail(ErrorCode.DMA_FETCH, planner.err_addr)
         return m
