@@ -3,8 +3,8 @@
 Passes, in order (``docs/compiler.md`` explains each):
 
 1. partition (:mod:`.partition`): every layer HW or SW, with notices;
-2. lowering (:mod:`.lower`): HW layers -> conv/pool operations on DRAM tensors (FC as a conv,
-   concat by strided stores, first-layer folding);
+2. lowering (:mod:`.lower`): HW layers -> conv/pool/add/upsample/lrn operations on DRAM tensors
+   (FC as a conv, concat by strided stores, first-layer folding);
 3. weight layout: each operation's weight and parameter images (layerprog's packing);
 4. memory planning (:mod:`.memory`): the memory map and liveness-based activation placement;
 5. tiling and emission of every operation (layerprog's planner, via :mod:`.layeremit`);
@@ -183,8 +183,12 @@ def _weight_images(geom: Geometry, ops: list[HwOp]) -> tuple[list[dict[str, tupl
         if op.kind == "conv":
             w, p = layeremit.conv_images(geom, op.spec, op.in_shape)
             blobs = [("wgt", w), ("prm", p)]
-        else:
+        elif op.kind == "pool":
             blobs = [("prm", layeremit.pool_param_image(geom, op.spec, op.in_shape))]
+        elif op.kind == "lrn":
+            blobs = [("prm", layeremit.lrn_table_image(geom, op.spec))]
+        else:  # add, upsample: no parameters
+            blobs = []
         img = images[op.weights]
         for key, data in blobs:
             if not data:
@@ -274,9 +278,13 @@ def compile_network(qnet: Any, config: Any, *, base: int = 0, fold_input: bool =
     for i, op in enumerate(low.ops):
         addrs = ConvAddrs(addr_of_tensor(op.src), addr_of_weights(weights_at[i].get("wgt")),
                           addr_of_weights(weights_at[i].get("prm")), addr_of_tensor(op.dst))
-        emit = layeremit.emit_conv if op.kind == "conv" else layeremit.emit_pool
         try:
-            emitted = emit(geom, op.spec, op.in_shape, addrs, config)
+            if op.kind == "add":
+                emitted = layeremit.emit_add(geom, op.spec, op.in_shape, addrs, addr_of_tensor(op.src2), config)
+            else:
+                emit = {"conv": layeremit.emit_conv, "pool": layeremit.emit_pool, "upsample": layeremit.emit_upsample,
+                        "lrn": layeremit.emit_lrn}[op.kind]
+                emitted = emit(geom, op.spec, op.in_shape, addrs, config)
         except CompileError as exc:
             raise CompileError(f"layer {op.layer!r}: {exc}") from None
         op_insns.append(emitted.instructions)

@@ -7,7 +7,7 @@ layers into one stream (``layerprog.chain_streams``), plus each layer's output s
 images. This module provides exactly that and nothing else: the tiling, the weight packing and the
 token schedule are layerprog's (``plan_conv``/``plan_pool``, ``pack_conv_weights``,
 ``pack_conv_params``, ``emit_instructions``). It is the only compiler module that uses layerprog's
-private helpers (``_conv_shape``, ``_pool_shape``, ``_pool_params``); these functions belong in
+private helpers (``_conv_shape``, ``_pool_shape``, ``_pool_params``, ``_pair``); these functions belong in
 ``layerprog`` itself and live here, clearly separated, until its owner moves them.
 """
 
@@ -19,7 +19,7 @@ from dlproc import isa, layerprog
 from dlproc.isasim import Geometry
 
 __all__ = ["EmittedLayer", "emit_conv", "emit_pool", "conv_images", "pool_param_image", "conv_out_shape",
-           "pool_out_shape"]
+           "pool_out_shape", "emit_add", "emit_upsample", "emit_lrn", "lrn_table_image", "upsample_out_shape"]
 
 
 @dataclass
@@ -72,3 +72,34 @@ def emit_pool(geom: Geometry, layer: layerprog.PoolLayer, in_shape: tuple[int, i
     """Instructions of a pool reading ``addrs.inp`` and writing ``addrs.out`` (``addrs.prm``: AVG params)."""
     steps, plan = layerprog.plan_pool(geom, layer, in_shape, addrs, config)
     return EmittedLayer(_strip(steps, plan), plan)
+
+
+# -- optional blocks: element-wise add, nearest upsample, LRN ------------------------------------
+def upsample_out_shape(layer: layerprog.UpsampleLayer, in_shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    sy, sx = layerprog._pair(layer.scale, "upsample scale")
+    return (in_shape[0], in_shape[1] * sy, in_shape[2] * sx)
+
+
+def lrn_table_image(geom: Geometry, layer: layerprog.LrnLayer) -> bytes:
+    """The LRN table in PRM words (placed in the conv weight region)."""
+    return layerprog.pack_lrn_table(geom, layer)
+
+
+def emit_add(geom: Geometry, layer: layerprog.AddLayer, shape: tuple[int, int, int], addrs: layerprog.ConvAddrs,
+             b_addr: int, config: object = None) -> EmittedLayer:
+    """Instructions of ``a + b`` (``addrs.inp`` = a, ``b_addr`` = b, ``addrs.out`` = result)."""
+    steps, plan = layerprog.plan_add(geom, layer, shape, addrs, b_addr, config)
+    return EmittedLayer(_strip(steps, plan), plan)
+
+
+def emit_upsample(geom: Geometry, layer: layerprog.UpsampleLayer, shape: tuple[int, int, int],
+                  addrs: layerprog.ConvAddrs, config: object = None) -> EmittedLayer:
+    steps, plan = layerprog.plan_upsample(geom, layer, shape, addrs, config)
+    return EmittedLayer(_strip(steps, plan), plan)
+
+
+def emit_lrn(geom: Geometry, layer: layerprog.LrnLayer, shape: tuple[int, int, int], addrs: layerprog.ConvAddrs,
+             config: object = None) -> EmittedLayer:
+    """The table load (from ``addrs.prm``) followed by the LRN tiles."""
+    steps, plan = layerprog.plan_lrn(geom, layer, shape, addrs, config)
+    return EmittedLayer(layerprog.lrn_table_stream(geom, addrs.prm) + _strip(steps, plan), plan)

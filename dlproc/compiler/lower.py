@@ -12,6 +12,11 @@ What each hardware layer becomes:
 * ``act`` (an activation the importer could not fuse) -> a 1x1 depthwise conv with unit weights
   and the layer's rescale multiplier: ``requantize(x - zp_in, M, S, zp_out, clamp)``, bit-exact
   with ``golden.ops.rescale``.
+* ``add`` -> an ADD op over both operands (channel-block layout, same shape; the adder module),
+  with the quantized layer's (ma, mb, shift) and its clamp (a fused ReLU is act_min = zp_out).
+* ``upsample`` -> an UPSAMPLE op (nearest, integer factors; the segmentation block).
+* ``lrn`` -> an LRN op: the layer's table (``lrn_mult``/``lrn_shift``) is placed in the conv weight
+  region and loaded into the LRN block (LOAD PRM + LRNTAB) before the tiles (the LRN block).
 * ``concat`` -> no instructions: every input is written by its producer straight into its
   channel-block slice of the concat tensor (the DRAM layout is channel-block major, so a slice is
   itself a valid tensor). An input that cannot be written in place (the network input, a tensor
@@ -34,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from dlproc.errors import CompileError
-from dlproc.layerprog import ConvLayer, PoolLayer
+from dlproc.layerprog import AddLayer, ConvLayer, LrnLayer, PoolLayer, UpsampleLayer
 
 from . import layeremit
 
@@ -58,8 +63,8 @@ class HwOp:
     """One processor operation: a layerprog conv/pool layer reading ``src`` and writing ``dst``."""
 
     layer: str  #: the quantized layer it implements (profile rows, layer table)
-    kind: str  #: "conv" or "pool"
-    spec: ConvLayer | PoolLayer
+    kind: str  #: "conv", "pool", "add", "upsample" or "lrn"
+    spec: ConvLayer | PoolLayer | AddLayer | UpsampleLayer | LrnLayer
     src: str
     dst: str
     in_shape: tuple[int, int, int]
@@ -67,6 +72,7 @@ class HwOp:
     weights: str = "conv"  #: weight region: "conv" (ConvWeightDataOffset) or "fc" (FCWeightDataOffset)
     macs: int = 0  #: multiply-accumulates of the original layer (utilization)
     note: str = ""
+    src2: str | None = None  #: the second operand of an element-wise add
 
 
 @dataclass
@@ -159,16 +165,20 @@ class _Lowerer:
         self.tensors[name] = Tensor(name, tuple(int(v) for v in shape))  # type: ignore[arg-type]
 
     def _op(self, layer: Any, kind: str, spec: Any, src: str, dst: str, macs: int = 0, weights: str = "conv",
-            note: str = "") -> tuple[int, int, int]:
+            note: str = "", src2: str | None = None) -> tuple[int, int, int]:
         in_shape = self.tensors[src].shape
         try:
             if kind == "conv":
                 out_shape = layeremit.conv_out_shape(spec, in_shape)
-            else:
+            elif kind == "pool":
                 out_shape = layeremit.pool_out_shape(spec, in_shape)
+            elif kind == "upsample":
+                out_shape = layeremit.upsample_out_shape(spec, in_shape)
+            else:  # add, lrn: the shape of the input
+                out_shape = in_shape
         except CompileError as exc:
             raise CompileError(f"layer {layer.name!r} ({layer.op}): {exc}") from None
-        self.ops.append(HwOp(layer.name, kind, spec, src, dst, in_shape, out_shape, weights, macs, note))
+        self.ops.append(HwOp(layer.name, kind, spec, src, dst, in_shape, out_shape, weights, macs, note, src2))
         return out_shape
 
     # -- per operator --------------------------------------------------------------------------
@@ -279,6 +289,30 @@ class _Lowerer:
                              int(layer.act_min), int(layer.act_max), q.get("mult_neg"))
         shape = self._op(layer, "conv", spec, src.name, layer.name,
                          note="standalone activation as a 1x1 depthwise conv")
+        self._add_tensor(layer.name, shape)
+
+    def _lower_add(self, layer: Any) -> None:
+        a, b = (self.qnet[n] for n in layer.inputs)
+        sa, sb = self.tensors[a.name].shape, self.tensors[b.name].shape
+        if sa != sb:
+            raise CompileError(f"layer {layer.name!r} (add): operands have different shapes {sa} and {sb}")
+        q = layer.q
+        spec = AddLayer(int(a.zero_point), int(q["ma"]), int(b.zero_point), int(q["mb"]), int(q["shift"]),
+                        int(layer.zero_point), int(layer.act_min), int(layer.act_max))
+        shape = self._op(layer, "add", spec, a.name, layer.name, note="element-wise add (ADD)", src2=b.name)
+        self._add_tensor(layer.name, shape)
+
+    def _lower_upsample(self, layer: Any) -> None:
+        src = self.qnet[layer.inputs[0]]
+        spec = UpsampleLayer(layer.attrs.get("scale", 2))
+        shape = self._op(layer, "upsample", spec, src.name, layer.name, note="nearest upsample (UPSAMPLE)")
+        self._add_tensor(layer.name, shape)
+
+    def _lower_lrn(self, layer: Any) -> None:
+        src = self.qnet[layer.inputs[0]]
+        spec = LrnLayer(int(layer.attrs["size"]), int(src.zero_point), layer.params["lrn_mult"],
+                        layer.params["lrn_shift"], int(layer.zero_point), int(layer.act_min), int(layer.act_max))
+        shape = self._op(layer, "lrn", spec, src.name, layer.name, note="LRN (table load + LRN)")
         self._add_tensor(layer.name, shape)
 
     def _lower_concat(self, layer: Any) -> None:

@@ -109,7 +109,7 @@ def place_tensors(low: Lowered, c: int, pitch: int, boundary: list[str]) -> tupl
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     for i, op in enumerate(low.ops):
-        for name in (op.src, op.dst):
+        for name in (op.src, op.dst) + ((op.src2,) if op.src2 else ()):
             r = roots[name][0]
             first[r] = min(first.get(r, i), i)
             last[r] = max(last.get(r, i), i)

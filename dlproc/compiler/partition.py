@@ -3,7 +3,9 @@
 Every layer of a quantized network is tagged HW or SW. A SW layer gets a notice that says why it
 runs on the host (MATLAB prints the same after its layer list). A layer that the configuration
 cannot run and that has no software fallback is a :class:`CompileError` naming the property to
-turn on (or saying that no property helps, when the instruction set lacks the operation).
+turn on: ``add``, ``upsample`` and ``lrn`` run on optional blocks (adder.ModuleGeneration,
+conv.SegmentationBlockGeneration, conv.LRNBlockGeneration), decided by
+``isa.HardwareParams.has_block``.
 
 The processor runs one instruction stream per frame, so software layers can only come *after*
 the hardware part: a SW layer whose output a HW layer consumes is refused.
@@ -14,12 +16,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dlproc import isa
 from dlproc.errors import CompileError
 
 __all__ = ["Assignment", "partition", "HW_OPS"]
 
 #: Operators the instruction set executes (conv-format layers, FC as a convolution, memory-level concat).
 HW_OPS = ("conv", "fc", "maxpool", "avgpool", "global_avgpool", "act", "concat")
+
+#: Operators that need an optional block: (opcode, what it needs); the property to turn on is
+#: ``isa.OPTIONAL_BLOCKS[opcode]``'s (adder.ModuleGeneration, conv.SegmentationBlockGeneration,
+#: conv.LRNBlockGeneration).
+_BLOCK_OPS = {
+    "add": (isa.Opcode.ADD, "the adder module"),
+    "upsample": (isa.Opcode.UPSAMPLE, "the segmentation block"),
+    "lrn": (isa.Opcode.LRN, "the LRN block"),
+}
 
 
 @dataclass
@@ -39,6 +51,13 @@ def _switch(config: Any, module: str, prop: str) -> bool:
         return False
 
 
+def _has_block(config: Any, opcode: isa.Opcode) -> bool:
+    try:
+        return isa.HardwareParams.from_config(config).has_block(opcode)
+    except Exception:  # a configuration the hardware parameters cannot be derived from has no blocks
+        return False
+
+
 def _assign(layer: Any, config: Any) -> Assignment:
     op = layer.op
     name = layer.name
@@ -47,7 +66,7 @@ def _assign(layer: Any, config: Any) -> Assignment:
                                            "input (and folds the first layer's taps, if any) before the run")
     if op == "softmax":
         if _switch(config, "fc", "SoftmaxBlockGeneration"):
-            why = ("SoftmaxBlockGeneration is on, but the instruction set has no softmax instruction yet, "
+            why = ("SoftmaxBlockGeneration is on, but the compiler does not use the SOFTMAX instruction yet, "
                    "so the host computes it in float")
         else:
             why = "SoftmaxBlockGeneration is off (the host computes it in float)"
@@ -60,22 +79,15 @@ def _assign(layer: Any, config: Any) -> Assignment:
             raise CompileError(f"layer {name!r} ({op}) runs on the conv module, which is disabled; "
                                "turn on conv.ModuleGeneration")
         return Assignment(name, op, True)
-    if op == "lrn":
-        if not _switch(config, "conv", "LRNBlockGeneration"):
-            raise CompileError(f"layer {name!r} (lrn) needs the LRN block; turn on conv.LRNBlockGeneration")
-        raise CompileError(f"layer {name!r} (lrn): LRNBlockGeneration is on, but the instruction set has no LRN "
-                           "instruction yet; no configuration property can run this layer")
-    if op == "add":
-        if not config.module_enabled("adder"):
-            raise CompileError(f"layer {name!r} (add) needs the adder module; turn on adder.ModuleGeneration")
-        raise CompileError(f"layer {name!r} (add): the instruction set has no element-wise add instruction yet; "
-                           "no configuration property can run residual additions")
-    if op == "upsample":
-        if not _switch(config, "conv", "SegmentationBlockGeneration"):
-            raise CompileError(f"layer {name!r} (upsample) needs the segmentation block; turn on "
-                               "conv.SegmentationBlockGeneration")
-        raise CompileError(f"layer {name!r} (upsample): the instruction set has no upsampling instruction yet; "
-                           "no configuration property can run this layer")
+    if op in _BLOCK_OPS:
+        opcode, what = _BLOCK_OPS[op]
+        _, module, prop = isa.OPTIONAL_BLOCKS[opcode]
+        if not _has_block(config, opcode):
+            raise CompileError(f"layer {name!r} ({op}) needs {what}; turn on {module}.{prop}")
+        if not config.module_enabled("conv"):
+            raise CompileError(f"layer {name!r} ({op}) runs on the conv module's buffers, which is disabled; "
+                               "turn on conv.ModuleGeneration")
+        return Assignment(name, op, True)
     raise CompileError(f"layer {name!r}: operator {op!r} has neither a hardware nor a software implementation")
 
 
