@@ -23,7 +23,13 @@ from ..isa import INSN_LAYOUT, LOAD_LAYOUT, STORE_LAYOUT, Buf, ErrorCode, Hardwa
 from .avalon import MemorySignature, ReadClientSignature, WriteClientSignature, burst_bits
 from .buffers import read_port_signature, write_port_signature
 
-WIDE = 64  #: internal DRAM address width: strided address sums are exact, never wrap at 2**32
+#: Width of the byte steps a planner accepts (``stride * pitch`` of a 32-bit element stride).
+STEP_BITS = 64
+#: DRAM byte addresses on the bus. Inside the planner every address is ADDR_BITS wide plus one
+#: sticky "at or beyond 2**ADDR_BITS" bit: DMA_LIMIT is below 2**32, so such an address can only
+#: ever be refused, and its low 32 bits (ERR_ADDR) are still exact. Strided sums therefore never
+#: wrap into the window, without 64-bit adders in the burst loop.
+ADDR_BITS = 32
 #: SRAM address counters are one bit wider than the ISA fields, so that running past a buffer
 #: of the largest encodable depth is still detected instead of wrapping.
 SRAM_WADDR_BITS = 21
@@ -31,6 +37,31 @@ SRAM_WADDR_BITS = 21
 
 def burst_layout(hw: HardwareParams) -> data.StructLayout:
     return data.StructLayout({"addr": unsigned(32), "len": unsigned(burst_bits(hw.max_burst))})
+
+
+def _step(addr, step, step_beyond=0):
+    """``addr + step`` as ADDR_BITS bits plus the sticky beyond-2**32 bit (bit ADDR_BITS)."""
+    total = addr[:ADDR_BITS] + step
+    return Cat(total[:ADDR_BITS], total[ADDR_BITS] | addr[ADDR_BITS] | step_beyond)
+
+
+def mul_const(value, factor: int):
+    """``value * factor`` for a constant ``factor`` as shifts and a balanced tree of adders.
+
+    Yosys maps a ``*`` by a constant that is not a power of two to a DSP multiplier whose
+    delay, followed by the carry chain of the product, does not fit a 200 MHz cycle. Every
+    pitch the processor uses has at most two bits set (``ceil(9*C/B)`` beats for PRM, powers of
+    two otherwise), so this is normally one shift or one adder.
+    """
+    if factor < 0:
+        raise ValueError(f"factor must be >= 0, got {factor}")
+    terms = [value << bit for bit in range(factor.bit_length()) if factor >> bit & 1]
+    if not terms:
+        return Const(0, 1)
+    while len(terms) > 1:
+        pairs = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+        terms = pairs + terms[len(pairs) * 2 :]
+    return terms[0]
 
 
 class BurstPlanner(wiring.Component):
@@ -46,9 +77,12 @@ class BurstPlanner(wiring.Component):
     (sticky) is raised instead if ``base`` is not a multiple of B. ``busy`` is high until the
     last burst has been taken.
 
-    Planning, checking and offering are separate register stages (the 64-bit address adders and
-    the window compare never share a cycle); in steady state a burst takes two cycles (check,
-    offer), so with bursts of two or more beats the bus, not the planner, is the bottleneck.
+    Planning, checking and offering are separate register stages; in steady state a burst takes
+    two cycles (check, offer), so with bursts of two or more beats the bus, not the planner, is
+    the bottleneck. Each stage has at most one carry chain on any path (timing): PLAN computes
+    the burst length and the window distances from ``cur``; CHECK computes every candidate for
+    the next ``cur`` and ``left`` (burst fits, burst clipped at DMA_LIMIT, next row, next plane)
+    in parallel with the window compare and only selects among them.
     """
 
     def __init__(self, hw: HardwareParams, row_bits: int = 24):
@@ -56,12 +90,12 @@ class BurstPlanner(wiring.Component):
         super().__init__(
             {
                 "start": In(1),
-                "base": In(WIDE),
+                "base": In(ADDR_BITS),
                 "row_beats": In(row_bits),
                 "y_count": In(16),
                 "z_count": In(16),
-                "y_step": In(WIDE),
-                "z_step": In(WIDE),
+                "y_step": In(STEP_BITS),
+                "z_step": In(STEP_BITS),
                 "win_base": In(32),
                 "win_limit": In(32),
                 "burst": Out(stream.Signature(burst_layout(hw))),
@@ -77,30 +111,42 @@ class BurstPlanner(wiring.Component):
         hw = self.hw
         lb = exact_log2(hw.bytes_per_beat)
         lm = exact_log2(hw.max_burst)
+        bb = burst_bits(hw.max_burst)
         row_beats = Signal.like(self.row_beats)
-        y_count = Signal(16)
-        z_count = Signal(16)
-        y_step = Signal(WIDE)
-        z_step = Signal(WIDE)
-        plane = Signal(WIDE)
-        row = Signal(WIDE)
-        cur = Signal(WIDE)
+        # ``y + 1 < y_count`` as ``y < y_count - 1`` (one carry chain): the counts minus one and
+        # whether they are nonzero are latched at the start.
+        y_lim = Signal(16)
+        z_lim = Signal(16)
+        y_nonzero = Signal()
+        z_nonzero = Signal()
+        # Steps as ADDR_BITS bits plus "the step alone reaches 2**ADDR_BITS".
+        y_step = Signal(ADDR_BITS)
+        z_step = Signal(ADDR_BITS)
+        y_step_beyond = Signal()
+        z_step_beyond = Signal()
+        # Addresses: ADDR_BITS bits plus the sticky beyond-2**ADDR_BITS bit on top.
+        plane = Signal(ADDR_BITS + 1)
+        row = Signal(ADDR_BITS + 1)
+        cur = Signal(ADDR_BITS + 1)
         left = Signal.like(self.row_beats)
         y = Signal(16)
         z = Signal(16)
-        c_addr = Signal(WIDE)
-        c_len = Signal(burst_bits(hw.max_burst))
-        room = Signal(signed(WIDE + 1))  # DMA_LIMIT - burst start (negative: beyond the limit)
+        c_addr = Signal(ADDR_BITS + 1)
+        c_len = Signal(bb)
+        room = Signal(signed(ADDR_BITS + 1))  # DMA_LIMIT - burst start (negative: beyond the limit)
         below = Signal()  # burst start below DMA_BASE
         last = Signal()
 
-        # Beats to the next max_burst-aligned boundary: max_burst - (beat address mod max_burst).
-        to_boundary = Signal(lm + 1)
-        if lm:
-            m.d.comb += to_boundary.eq(hw.max_burst - cur[lb : lb + lm])
-        else:
-            m.d.comb += to_boundary.eq(1)
-        length = Mux(left < to_boundary, left, to_boundary)
+        # Burst length: up to the next max_burst-aligned boundary, which is max_burst - k beats
+        # away (k = beat address mod max_burst), or the rest of the row if that is shorter.
+        # ``left < max_burst - k`` is evaluated as ``left + k < max_burst`` so that it needs a
+        # single short carry chain.
+        k = cur[lb : lb + lm]
+        to_boundary = Signal(bb)
+        m.d.comb += to_boundary.eq(hw.max_burst - k)
+        short_sum = left[:bb] + k
+        row_short = (left[bb:] == 0) & (short_sum[lm:] == 0)
+        length = Mux(row_short, left[:bb], to_boundary)
 
         m.d.comb += [
             self.burst.payload.addr.eq(c_addr[:32]),
@@ -112,10 +158,14 @@ class BurstPlanner(wiring.Component):
                 with m.If(self.start):
                     m.d.sync += [
                         row_beats.eq(self.row_beats),
-                        y_count.eq(self.y_count),
-                        z_count.eq(self.z_count),
-                        y_step.eq(self.y_step),
-                        z_step.eq(self.z_step),
+                        y_lim.eq(self.y_count - 1),
+                        z_lim.eq(self.z_count - 1),
+                        y_nonzero.eq(self.y_count != 0),
+                        z_nonzero.eq(self.z_count != 0),
+                        y_step.eq(self.y_step[:ADDR_BITS]),
+                        z_step.eq(self.z_step[:ADDR_BITS]),
+                        y_step_beyond.eq(self.y_step[ADDR_BITS:] != 0),
+                        z_step_beyond.eq(self.z_step[ADDR_BITS:] != 0),
                         plane.eq(self.base),
                         row.eq(self.base),
                         cur.eq(self.base),
@@ -136,8 +186,8 @@ class BurstPlanner(wiring.Component):
             plan = [
                 c_addr.eq(cur),
                 c_len.eq(length),
-                room.eq(self.win_limit - cur),
-                below.eq(cur < self.win_base),
+                room.eq(self.win_limit - cur[:ADDR_BITS]),
+                below.eq(cur[:ADDR_BITS] < self.win_base),
             ]
             with m.State("PLAN"):
                 m.d.comb += self.busy.eq(1)
@@ -145,32 +195,46 @@ class BurstPlanner(wiring.Component):
                 m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.comb += self.busy.eq(1)
-                # Whole beats between the burst start and DMA_LIMIT. The burst is clipped to
-                # them, so everything inside the window is transferred and the error names the
-                # first beat that is not.
-                room_beats = room[lb:]
-                fits = room_beats >= c_len
-                clipped = Mux(fits, c_len, room_beats[: len(c_len)])
-                with m.If(below | room[-1] | (room_beats == 0)):
+                # Whole beats between the burst start and DMA_LIMIT (when the burst start is
+                # inside the window). The burst is clipped to them, so everything inside the
+                # window is transferred and the error names the first beat that is not. Only
+                # room_beats < c_len <= max_burst can clip, so the clipped length is the low
+                # bits of room_beats, and the burst fits if any higher bit is set.
+                room_beats = room[lb:ADDR_BITS]
+                room_lo = room_beats[:bb]
+                fits = (room_beats[bb:] != 0) | (room_lo >= c_len)
+                # A clipped burst is shorter than ``left`` (c_len <= left), so only a burst
+                # that fits can end its row.
+                row_end = fits & (left == c_len)
+                with m.If(below | c_addr[ADDR_BITS] | room[-1] | (room_beats == 0)):
                     m.d.sync += [self.error.eq(1), self.err_addr.eq(c_addr[:32])]
                     m.next = "ERROR"
                 with m.Else():
                     # Advance to the next burst while this one is offered.
-                    m.d.sync += [c_len.eq(clipped), cur.eq(c_addr + (clipped << lb)), left.eq(left - clipped)]
-                    with m.If(left == clipped):
+                    with m.If(row_end):
                         m.d.sync += left.eq(row_beats)
-                        with m.If(y + 1 < y_count):
-                            m.d.sync += [y.eq(y + 1), row.eq(row + y_step), cur.eq(row + y_step)]
+                        with m.If(y_nonzero & (y < y_lim)):
+                            next_row = _step(row, y_step, y_step_beyond)
+                            m.d.sync += [y.eq(y + 1), row.eq(next_row), cur.eq(next_row)]
                         with m.Else():
+                            next_plane = _step(plane, z_step, z_step_beyond)
                             m.d.sync += [
                                 y.eq(0),
                                 z.eq(z + 1),
-                                plane.eq(plane + z_step),
-                                row.eq(plane + z_step),
-                                cur.eq(plane + z_step),
+                                plane.eq(next_plane),
+                                row.eq(next_plane),
+                                cur.eq(next_plane),
                             ]
-                            with m.If(z + 1 >= z_count):
+                            with m.If(~(z_nonzero & (z < z_lim))):
                                 m.d.sync += last.eq(1)
+                    with m.Elif(fits):
+                        m.d.sync += [cur.eq(_step(c_addr, c_len << lb)), left.eq(left - c_len)]
+                    with m.Else():
+                        m.d.sync += [
+                            c_len.eq(room_lo),
+                            cur.eq(_step(c_addr, room_lo << lb)),
+                            left.eq(left - room_lo),
+                        ]
                     m.next = "OFFER"
             with m.State("OFFER"):
                 m.d.comb += [self.busy.eq(1), self.burst.valid.eq(1)]
@@ -306,6 +370,21 @@ class MemoryArbiter(wiring.Component):
         return m
 
 
+def granted_beats(m: Module, req_ready, req_len) -> Signal:
+    """The length of the burst the arbiter granted in the previous cycle (0 if none).
+
+    Clients count a granted burst against their credits through this register, one cycle late,
+    so that no path runs from the arbiter's grant decision back into the credit counters. That
+    is exact for every decision the counters feed: a :class:`BurstPlanner` never offers a burst
+    in the cycle after one was granted (it is in CHECK or IDLE then), and in that cycle the
+    client's FIFO still holds the burst's beats (write) or the planner cannot have failed yet
+    (read), so no completion or error test can see the stale count.
+    """
+    granted = Signal.like(req_len)
+    m.d.sync += granted.eq(Mux(req_ready, req_len, 0))
+    return granted
+
+
 def _latch_error(m: Module, unit: wiring.Component, code: ErrorCode, addr=None) -> None:
     """Record the unit's (first) error; the unit then stays in its ERROR state until cleared."""
     m.d.sync += [unit.error.eq(1), unit.error_code.eq(code)]
@@ -354,9 +433,12 @@ class LoadUnit(wiring.Component):
         m.submodules.planner = planner = BurstPlanner(hw)
         m.submodules.beats = beats = fifo.SyncFIFOBuffered(width=hw.mem_data_width, depth=hw.read_credits)
 
-        # Read credits: beats requested but not yet taken out of the FIFO.
-        reserved = Signal(range(hw.read_credits + 1))
-        credit_ok = reserved + planner.burst.payload.len <= hw.read_credits
+        # Read credits: FIFO room not yet promised to a requested burst. A grant is counted one
+        # cycle late (see ``granted_beats``), so the arbiter's decision has no path back into
+        # this counter, and the check is a single compare.
+        free = Signal(range(hw.read_credits + 1), init=hw.read_credits)
+        granted = granted_beats(m, self.mem.req_ready, self.mem.req_len)
+        credit_ok = free >= planner.burst.payload.len
         m.d.comb += [
             self.mem.req_valid.eq(planner.burst.valid & credit_ok),
             self.mem.req_addr.eq(planner.burst.payload.addr),
@@ -367,13 +449,11 @@ class LoadUnit(wiring.Component):
             planner.win_base.eq(self.win_base),
             planner.win_limit.eq(self.win_limit),
         ]
-        m.d.sync += reserved.eq(
-            reserved + Mux(self.mem.req_ready, self.mem.req_len, 0) - beats.r_en
-        )
+        m.d.sync += free.eq(free + beats.r_en - granted)
 
         ins = Signal(LOAD_LAYOUT)
-        y_step = Signal(WIDE)
-        z_step = Signal(WIDE)
+        y_step = Signal(STEP_BITS)
+        z_step = Signal(STEP_BITS)
         row_beats = Signal(24)
         hp = Signal(17)
         wp = Signal(17)
@@ -429,9 +509,9 @@ class LoadUnit(wiring.Component):
                             with m.Case(code):
                                 pitch = hw.pitch(name)
                                 m.d.sync += [
-                                    y_step.eq(ins.y_stride * pitch),
-                                    z_step.eq(ins.z_stride * pitch),
-                                    row_beats.eq(ins.x_size * hw.elem_beats(name)),
+                                    y_step.eq(mul_const(ins.y_stride, pitch)),
+                                    z_step.eq(mul_const(ins.z_stride, pitch)),
+                                    row_beats.eq(mul_const(ins.x_size, hw.elem_beats(name))),
                                 ]
                     m.d.sync += [
                         hp.eq(ins.y_size + ins.pad_top + ins.pad_bottom),
@@ -540,11 +620,13 @@ class StoreUnit(wiring.Component):
         m.submodules.planner = planner = BurstPlanner(hw)
         m.submodules.beats = beats = fifo.SyncFIFOBuffered(width=w + bpb, depth=fifo_depth)
 
-        # Beats granted to the arbiter but not yet accepted by the memory; they are still in
-        # the FIFO, so only level - pending beats are available for the next burst.
+        # Beats granted to the arbiter but not yet accepted by the memory (``pending``), and
+        # beats in the FIFO not yet granted (``avail``, which is FIFO level - pending, kept as
+        # its own counter so that the request check is a single compare). Grants are counted
+        # one cycle late (see ``granted_beats``).
         pending = Signal(range(fifo_depth + 1))
         avail = Signal(range(fifo_depth + 1))
-        m.d.comb += avail.eq(beats.level - pending)
+        granted = granted_beats(m, self.mem.req_ready, self.mem.req_len)
         m.d.comb += [
             self.mem.req_valid.eq(planner.burst.valid & (avail >= planner.burst.payload.len)),
             self.mem.req_addr.eq(planner.burst.payload.addr),
@@ -557,11 +639,14 @@ class StoreUnit(wiring.Component):
             planner.win_base.eq(self.win_base),
             planner.win_limit.eq(self.win_limit),
         ]
-        m.d.sync += pending.eq(pending + Mux(self.mem.req_ready, self.mem.req_len, 0) - self.mem.wack)
+        m.d.sync += [
+            pending.eq(pending + granted - self.mem.wack),
+            avail.eq(avail + beats.w_en - granted),
+        ]
 
         ins = Signal(STORE_LAYOUT)
-        y_step = Signal(WIDE)
-        z_step = Signal(WIDE)
+        y_step = Signal(STEP_BITS)
+        z_step = Signal(STEP_BITS)
         raddr = Signal(SRAM_WADDR_BITS)
         xc = Signal(16)
         yc = Signal(16)
@@ -617,8 +702,8 @@ class StoreUnit(wiring.Component):
                 with m.Else():
                     pitch = hw.pitch("OUT")
                     m.d.sync += [
-                        y_step.eq(ins.y_stride * pitch),
-                        z_step.eq(ins.z_stride * pitch),
+                        y_step.eq(mul_const(ins.y_stride, pitch)),
+                        z_step.eq(mul_const(ins.z_stride, pitch)),
                         raddr.eq(ins.sram_base),
                         xc.eq(0),
                         yc.eq(0),
@@ -632,7 +717,7 @@ class StoreUnit(wiring.Component):
                 m.d.comb += [
                     planner.start.eq(1),
                     planner.base.eq(ins.dram_addr),
-                    planner.row_beats.eq(ins.x_size * nb),
+                    planner.row_beats.eq(mul_const(ins.x_size, nb)),
                     planner.y_count.eq(ins.y_size),
                     planner.z_count.eq(ins.z_size),
                     planner.y_step.eq(y_step),

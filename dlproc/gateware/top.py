@@ -176,6 +176,16 @@ class DlprocTop(wiring.Component):
         err_insn = Signal(32)
         err_addr = Signal(32)
         cycles = Signal(64)
+        # CYCLES counts in two 32-bit halves (timing: no 64-bit carry chain). The upper half
+        # steps when the lower one wraps; ``cycles_lo_max`` (the lower half is all ones) is kept
+        # as a register, so the value is exactly that of a 64-bit counter in every cycle.
+        cycles_lo_max = Signal()
+
+        def count_cycle():
+            m.d.sync += [cycles[:32].eq(cycles[:32] + 1), cycles_lo_max.eq(cycles[:32] == 0xFFFF_FFFE)]
+            with m.If(cycles_lo_max):
+                m.d.sync += cycles[32:].eq(cycles[32:] + 1)
+
         halt = Signal()
         m.d.comb += [
             arb.halt.eq(halt),
@@ -260,6 +270,7 @@ class DlprocTop(wiring.Component):
                         err_insn.eq(0),
                         err_addr.eq(0),
                         cycles.eq(0),
+                        cycles_lo_max.eq(0),
                         busy.eq(1),
                     ]
                     for counter in perf.values():
@@ -269,7 +280,7 @@ class DlprocTop(wiring.Component):
                     m.d.sync += [done.eq(0), error.eq(0), error_code.eq(0)]
             with m.State("RUN"):
                 m.d.comb += fetch.run.eq(1)
-                m.d.sync += cycles.eq(cycles + 1)
+                count_cycle()
                 with m.If(any_error):
                     with m.If(sources[0][0]):
                         self._latch(m, sources[0], error_code, err_insn, err_addr)
@@ -289,7 +300,7 @@ class DlprocTop(wiring.Component):
                     m.d.sync += [busy.eq(0), done.eq(stop_ok), error.eq(~stop_ok)]
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.sync += cycles.eq(cycles + 1)
+                    count_cycle()
         # Outside RUN the arbiter grants nothing: after an error or abort a unit may still offer
         # a burst, and the bus must stay quiet until the next START clears the datapath.
         m.d.comb += halt.eq(~control.ongoing("RUN"))
