@@ -23,7 +23,6 @@ resource and gives the numbers.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -246,21 +245,17 @@ class ResourceTable:
         }
 
 
-#: Gateware module(s) that implement an optional block (dlproc.gateware.<module>).
-_GATEWARE_MODULES = {"fc": ("fc",), "adder": ("add", "adder"), "lrn": ("lrn",),
-                     "segmentation": ("upsample", "segmentation")}
+def _in_gateware(config: Any, block: str) -> bool:
+    """Whether the gateware generated for ``config`` contains ``block``.
 
+    The optional blocks the processor can build are flags of :class:`dlproc.isa.HardwareParams`,
+    derived from the configuration's switches; blocks it has no gateware for (a dedicated FC
+    module, element-wise multiply) are estimated for planning but reported as not generated.
+    """
+    from .isa import HardwareParams
 
-def _in_gateware(block: str) -> bool:
-    """Whether this version of the gateware has ``block`` (one of its modules
-    dlproc.gateware.<module> exists; see _GATEWARE_MODULES)."""
-    for module in _GATEWARE_MODULES.get(block, (block,)):
-        try:
-            if importlib.util.find_spec(f"dlproc.gateware.{module}") is not None:
-                return True
-        except ImportError:
-            pass
-    return False
+    flag = {"adder": "adder", "segmentation": "upsample", "lrn": "lrn", "softmax": "softmax"}.get(block)
+    return bool(flag) and bool(getattr(HardwareParams.from_config(config), flag))
 
 
 def device_for_board(board: str) -> Device:
@@ -323,11 +318,11 @@ def estimate_resources(config: Any, device: str | Device | None = None, include_
                                    0, 0, 0, "max / average / global pooling (uses the output stage)"))
         if config.get_module_property("conv", "LRNBlockGeneration"):
             rows.append(ModuleEstimate("conv.lrn", dsp_for(int8=c, m27=c), round(_CAL["lrn_per_lane"] * c), 0, 0, c,
-                                       "cross-channel normalization", generated=_in_gateware("lrn")))
+                                       "cross-channel normalization", generated=_in_gateware(config, "lrn")))
         if config.get_module_property("conv", "SegmentationBlockGeneration"):
             rows.append(ModuleEstimate("conv.segmentation", 0, round(_CAL["seg_fixed"]), 0, 0, 0,
                                        "nearest upsampling (address generation)",
-                                       generated=_in_gateware("segmentation")))
+                                       generated=_in_gateware(config, "segmentation")))
         for buf in ("INP", "WGT", "PRM", "OUT"):
             shape = shapes[buf]
             blocks, bits = _mem(shape.depth, shape.width_bits, dev)
@@ -343,18 +338,19 @@ def estimate_resources(config: Any, device: str | Device | None = None, include_
         rows.append(ModuleEstimate("fc", dsp_for(int8=t) + dsp_for(m18=t, m27=t),
                                    round(_CAL["fc_fixed"] + _CAL["fc_per_lane"] * t), fc_ram, fc_bits, t,
                                    f"{t} MAC lanes, input/output buffers double-buffered",
-                                   generated=_in_gateware("fc")))
+                                   generated=_in_gateware(config, "fc")))
     if config.module_enabled("adder"):
         # The add engine (dlproc.gateware.add) reads both operands from INP and writes OUT through
-        # the shared output stage: per lane two 9 x 15-bit products (two 18x18 multipliers).
+        # the shared output stage: per lane one 9 x 15-bit multiplier (an 18x18 DSP half) forms
+        # both products on alternate cycles.
         rows.append(ModuleEstimate(
-            "adder", dsp_for(m18=2 * c), round(_CAL["adder_per_lane"] * c), 0, 0, 0,
-            "rescaled add (two 9x15 products per lane, shares the output stage)",
-            generated=_in_gateware("adder")))
+            "adder", dsp_for(m18=c), round(_CAL["adder_per_lane"] * c), 0, 0, 0,
+            "rescaled add (one shared 9x15 multiplier per lane, shares the output stage)",
+            generated=_in_gateware(config, "adder")))
         if config.get_module_property("adder", "Multiplication"):
             rows.append(ModuleEstimate(
                 "adder.multiply", dsp_for(m18=c), round(_CAL["adder_mul_per_lane"] * c), 0, 0, 0,
-                "element-wise multiply", generated=_in_gateware("multiply")))
+                "element-wise multiply", generated=_in_gateware(config, "multiply")))
     width = config.memory_data_width
     control_ram = round(_CAL["control_ram_fixed"] + _CAL["control_ram_per_bus_byte"] * width / 8)
     rows.append(ModuleEstimate("control", dsp_for(m18=1, m27=2),
