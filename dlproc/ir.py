@@ -9,6 +9,10 @@ Conventions that every consumer relies on:
 
 * ``conv`` weights are float32 ``(Cout, Cin // groups, KH, KW)`` (ONNX's OIHW), bias ``(Cout,)``.
   Batch normalization has already been folded into them by the importer.
+* ``convtranspose`` (ONNX ConvTranspose, Darknet deconvolutional) weights are float32
+  ``(Cout, Cin // groups, KH, KW)`` like ``conv`` -- the importers swap the source's
+  ``(Cin, Cout // groups, ...)`` channel axes per group -- and not flipped; ``pads`` crop the full
+  output ``(H-1)*stride + (K-1)*dilation + 1``, ``output_padding`` (y, x) adds to its bottom/right.
 * ``fc`` weights are float32 ``(Cout, Cin)`` where Cin flattens the input in C, H, W order;
   bias ``(Cout,)``. Flatten/Reshape in front of a fully connected layer are absorbed into it.
 * ``pads`` are ``(top, left, bottom, right)``; ``kernel``, ``stride`` and ``dilation`` are
@@ -82,6 +86,7 @@ class Activation:
 OPS: dict[str, tuple[str, ...]] = {
     "input": (),
     "conv": ("kernel", "stride", "pads", "dilation", "groups", "activation"),
+    "convtranspose": ("kernel", "stride", "pads", "output_padding", "dilation", "groups", "activation"),
     "fc": ("activation",),
     "maxpool": ("kernel", "stride", "pads"),
     "avgpool": ("kernel", "stride", "pads", "count_include_pad"),

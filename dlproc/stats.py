@@ -2,7 +2,8 @@
 
 The figures follow Darknet's network table. MACs count only the multiply-accumulates of
 convolutions (``Cout * Ho * Wo * Cin / groups * kh * kw``) and fully connected layers
-(``Cout * Cin``); pooling, additions, concatenation, LRN, softmax and the detection heads count 0,
+(``Cout * Cin``), and transposed convolutions (``Cin * H * W * Cout / groups * kh * kw``, every
+input pixel times every tap); pooling, additions, concatenation, LRN, softmax and the detection heads count 0,
 as in Darknet, whose BFLOPs figure is ``2 * MACs / 1e9`` of the same layers. Parameters are the
 weights plus one bias per output channel, after batch normalization has been folded.
 With a MAC rate (MACs per cycle) and a clock, each layer also gets its ideal cycle count
@@ -86,19 +87,24 @@ class NetworkStats:
 
 
 def layer_macs(layer: Layer, net: Network) -> int:
-    """Multiply-accumulates of one layer (0 for everything but conv and fc)."""
+    """Multiply-accumulates of one layer (0 for everything but conv, convtranspose and fc)."""
     if layer.op == "conv":
         kh, kw = layer.attrs["kernel"]
         cin = net[layer.inputs[0]].shape.c
         return layer.shape.size * (cin // layer.attrs.get("groups", 1)) * kh * kw
     if layer.op == "fc":
         return layer.shape.c * net[layer.inputs[0]].shape.size
+    if layer.op == "convtranspose":
+        # Every input pixel meets every tap once: Cin x H x W x Cout/groups x kh x kw (the products
+        # that pads crop away are counted too, as frameworks count them).
+        kh, kw = layer.attrs["kernel"]
+        return net[layer.inputs[0]].shape.size * (layer.shape.c // layer.attrs.get("groups", 1)) * kh * kw
     return 0
 
 
 def layer_params(layer: Layer) -> int:
     """Weights plus biases (one per output channel) of a conv or fc layer, else 0."""
-    if layer.op not in ("conv", "fc"):
+    if layer.op not in ("conv", "fc", "convtranspose"):
         return 0
     weight = layer.params.get("weight")
     if weight is None:

@@ -187,6 +187,9 @@ def _weight_images(geom: Geometry, ops: list[HwOp]) -> tuple[list[dict[str, tupl
             blobs = [("prm", layeremit.pool_param_image(geom, op.spec, op.in_shape))]
         elif op.kind == "lrn":
             blobs = [("prm", layeremit.lrn_table_image(geom, op.spec))]
+        elif op.kind == "convtranspose":
+            w, p = layeremit.convtranspose_images(geom, op.spec, op.in_shape)
+            blobs = [("wgt", w), ("prm", p)]
         else:  # add, upsample: no parameters
             blobs = []
         img = images[op.weights]
@@ -283,7 +286,7 @@ def compile_network(qnet: Any, config: Any, *, base: int = 0, fold_input: bool =
                 emitted = layeremit.emit_add(geom, op.spec, op.in_shape, addrs, addr_of_tensor(op.src2), config)
             else:
                 emit = {"conv": layeremit.emit_conv, "pool": layeremit.emit_pool, "upsample": layeremit.emit_upsample,
-                        "lrn": layeremit.emit_lrn}[op.kind]
+                        "lrn": layeremit.emit_lrn, "convtranspose": layeremit.emit_convtranspose}[op.kind]
                 emitted = emit(geom, op.spec, op.in_shape, addrs, config)
         except CompileError as exc:
             raise CompileError(f"layer {op.layer!r}: {exc}") from None

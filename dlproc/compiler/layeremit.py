@@ -19,7 +19,8 @@ from dlproc import isa, layerprog
 from dlproc.isasim import Geometry
 
 __all__ = ["EmittedLayer", "emit_conv", "emit_pool", "conv_images", "pool_param_image", "conv_out_shape",
-           "pool_out_shape", "emit_add", "emit_upsample", "emit_lrn", "lrn_table_image", "upsample_out_shape"]
+           "pool_out_shape", "emit_add", "emit_upsample", "emit_lrn", "lrn_table_image", "upsample_out_shape",
+           "convtranspose_out_shape", "convtranspose_images", "convtranspose_macs", "emit_convtranspose"]
 
 
 @dataclass
@@ -103,3 +104,28 @@ def emit_lrn(geom: Geometry, layer: layerprog.LrnLayer, shape: tuple[int, int, i
     """The table load (from ``addrs.prm``) followed by the LRN tiles."""
     steps, plan = layerprog.plan_lrn(geom, layer, shape, addrs, config)
     return EmittedLayer(layerprog.lrn_table_stream(geom, addrs.prm) + _strip(steps, plan), plan)
+
+
+# -- transposed convolution (sub-pixel phases on the conv engine) --------------------------------
+def convtranspose_out_shape(layer: layerprog.ConvTransposeLayer, in_shape: tuple[int, int, int]
+                            ) -> tuple[int, int, int]:
+    return layerprog.convtranspose_out_shape(layer, in_shape)
+
+
+def convtranspose_images(geom: Geometry, layer: layerprog.ConvTransposeLayer, in_shape: tuple[int, int, int]
+                         ) -> tuple[bytes, bytes]:
+    """(weight image, parameter image): the phases' conv images, concatenated."""
+    wimg, pimg, _ = layerprog.pack_convtranspose_images(geom, layer, in_shape)
+    return wimg, pimg
+
+
+def convtranspose_macs(layer: layerprog.ConvTransposeLayer, in_shape: tuple[int, int, int]) -> int:
+    """Products of real taps (what the conv engine computes, padding taps included, bias-only pieces not)."""
+    return layerprog.convtranspose_macs(layer, in_shape)
+
+
+def emit_convtranspose(geom: Geometry, layer: layerprog.ConvTransposeLayer, in_shape: tuple[int, int, int],
+                       addrs: layerprog.ConvAddrs, config: object = None) -> EmittedLayer:
+    """The phases' instructions (joined by barriers, no MARK, no FINISH) and the summary plan."""
+    phases, plan = layerprog.plan_convtranspose(geom, layer, in_shape, addrs, config)
+    return EmittedLayer(layerprog.emit_convtranspose(phases, geom, mark_index=None, finish=False), plan)

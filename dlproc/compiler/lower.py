@@ -14,6 +14,9 @@ What each hardware layer becomes:
   with ``golden.ops.rescale``.
 * ``add`` -> an ADD op over both operands (channel-block layout, same shape; the adder module),
   with the quantized layer's (ma, mb, shift) and its clamp (a fused ReLU is act_min = zp_out).
+* ``convtranspose`` -> one convtranspose op: sy*sx stride-1 convs (one per output phase, with the
+  sub-kernel of the taps that land on it, flipped) whose STOREs scatter the phase's pixels into
+  the output with strides sy/sx (``layerprog.convtranspose_phases``); the conv engine only.
 * ``upsample`` -> an UPSAMPLE op (nearest, integer factors; the segmentation block).
 * ``lrn`` -> an LRN op: the layer's table (``lrn_mult``/``lrn_shift``) is placed in the conv weight
   region and loaded into the LRN block (LOAD PRM + LRNTAB) before the tiles (the LRN block).
@@ -39,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from dlproc.errors import CompileError
-from dlproc.layerprog import AddLayer, ConvLayer, LrnLayer, PoolLayer, UpsampleLayer
+from dlproc.layerprog import AddLayer, ConvLayer, ConvTransposeLayer, LrnLayer, PoolLayer, UpsampleLayer
 
 from . import layeremit
 
@@ -63,8 +66,8 @@ class HwOp:
     """One processor operation: a layerprog conv/pool layer reading ``src`` and writing ``dst``."""
 
     layer: str  #: the quantized layer it implements (profile rows, layer table)
-    kind: str  #: "conv", "pool", "add", "upsample" or "lrn"
-    spec: ConvLayer | PoolLayer | AddLayer | UpsampleLayer | LrnLayer
+    kind: str  #: "conv", "pool", "add", "upsample", "lrn" or "convtranspose"
+    spec: ConvLayer | PoolLayer | AddLayer | UpsampleLayer | LrnLayer | ConvTransposeLayer
     src: str
     dst: str
     in_shape: tuple[int, int, int]
@@ -174,6 +177,8 @@ class _Lowerer:
                 out_shape = layeremit.pool_out_shape(spec, in_shape)
             elif kind == "upsample":
                 out_shape = layeremit.upsample_out_shape(spec, in_shape)
+            elif kind == "convtranspose":
+                out_shape = layeremit.convtranspose_out_shape(spec, in_shape)
             else:  # add, lrn: the shape of the input
                 out_shape = in_shape
         except CompileError as exc:
@@ -355,6 +360,27 @@ class _Lowerer:
         t = self.tensors[name]
         produced = any(op.dst == name for op in self.ops)
         return produced and t.alias is None and name not in self.boundary
+
+    # -- transposed convolution ----------------------------------------------------------------
+    def _lower_convtranspose(self, layer: Any) -> None:
+        src = self.qnet[layer.inputs[0]]
+        p, a = layer.params, layer.attrs
+        spec = ConvTransposeLayer(
+            weight=p["weight"], bias=p["bias"], mult=p["mult"], shift=p["shift"], mult_neg=p.get("mult_neg"),
+            zp_in=int(src.zero_point), zp_out=int(layer.zero_point), act_min=int(layer.act_min),
+            act_max=int(layer.act_max), stride=a.get("stride", 1), pads=a.get("pads", 0),
+            output_padding=a.get("output_padding", 0), dilation=a.get("dilation", 1), groups=int(a.get("groups", 1)))
+        sy, sx = _pair(a.get("stride", 1))
+        macs = layeremit.convtranspose_macs(spec, self.tensors[src.name].shape)
+        fused = f" (fused: {' + '.join(layer.origin)})" if len(layer.origin) > 1 else ""
+        shape = self._op(layer, "convtranspose", spec, src.name, layer.name, macs,
+                         note=f"transposed conv as {sy * sx} phase conv(s) with scattered stores{fused}")
+        self._add_tensor(layer.name, shape)
+        if len(layer.origin) > 1:
+            self.notes.append(f"{layer.name}: {' + '.join(layer.origin)} fused into one transposed conv")
+        if not self.geom.hw.upsample:
+            self.notes.append(f"{layer.name}: transposed conv runs on the conv engine (output phases as stride-1 "
+                              "convolutions); it does not need conv.SegmentationBlockGeneration, which is off")
 
 
 def lower(qnet: Any, hw_names: set[str], geom: Any, boundary: set[str], fold_input: bool = True) -> Lowered:

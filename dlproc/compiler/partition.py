@@ -7,6 +7,10 @@ turn on: ``add``, ``upsample`` and ``lrn`` run on optional blocks (adder.ModuleG
 conv.SegmentationBlockGeneration, conv.LRNBlockGeneration), decided by
 ``isa.HardwareParams.has_block``.
 
+A transposed convolution (``convtranspose``) runs on the conv engine as stride-1 convolutions
+of its output phases (``docs/compiler.md``), so it needs only conv.ModuleGeneration, not the
+segmentation block; the lowering notes this where conv.SegmentationBlockGeneration is off.
+
 The processor runs one instruction stream per frame, so software layers can only come *after*
 the hardware part: a SW layer whose output a HW layer consumes is refused.
 """
@@ -22,7 +26,7 @@ from dlproc.errors import CompileError
 __all__ = ["Assignment", "partition", "HW_OPS"]
 
 #: Operators the instruction set executes (conv-format layers, FC as a convolution, memory-level concat).
-HW_OPS = ("conv", "fc", "maxpool", "avgpool", "global_avgpool", "act", "concat")
+HW_OPS = ("conv", "fc", "maxpool", "avgpool", "global_avgpool", "act", "concat", "convtranspose")
 
 #: Operators that need an optional block: (opcode, what it needs); the property to turn on is
 #: ``isa.OPTIONAL_BLOCKS[opcode]``'s (adder.ModuleGeneration, conv.SegmentationBlockGeneration,

@@ -6,6 +6,8 @@ Shapes follow Darknet's own rules (``parser.c`` and the layer sources), in parti
 * maxpool: ``stride`` defaults to 1, ``size`` to ``stride``, ``padding`` to ``size - 1``; output
   ``(h + padding - size) // stride + 1``, windows start at ``-padding // 2`` (so tiny YOLO's
   size-2 stride-1 maxpool keeps 13x13);
+* deconvolutional (pjreddie's parser): ``pad=1`` means ``padding = size // 2``; output
+  ``(h - 1)*stride + size - 2*padding``; weights stored (c, n, size, size) like a ConvTranspose;
 * avgpool is global; route with one layer is that layer's output, with several a channel concat.
 
 Layers are named ``<type>_<index>`` with Darknet's layer index (the ``[net]`` section is not a
@@ -35,6 +37,7 @@ RANDOM_SEED = 0
 SECTIONS = {
     "net": "net", "network": "net",
     "convolutional": "convolutional", "conv": "convolutional",
+    "deconvolutional": "deconvolutional", "deconv": "deconvolutional",
     "maxpool": "maxpool", "max": "maxpool",
     "avgpool": "avgpool", "avg": "avgpool",
     "connected": "connected", "conn": "connected",
@@ -53,7 +56,7 @@ SECTIONS = {
 _LAYER_PREFIX = {
     "convolutional": "conv", "maxpool": "maxpool", "avgpool": "avgpool", "connected": "connected",
     "softmax": "softmax", "route": "route", "shortcut": "shortcut", "upsample": "upsample",
-    "yolo": "yolo", "region": "region",
+    "yolo": "yolo", "region": "region", "deconvolutional": "deconv",
 }
 
 # Keys each section may carry. Keys listed here but not interpreted only matter for training
@@ -62,6 +65,8 @@ _TRAINING_KEYS = {"learning_rate", "stopbackward", "probability"}
 _KEYS = {
     "convolutional": {"filters", "size", "stride", "pad", "padding", "groups", "activation",
                       "batch_normalize"} | _TRAINING_KEYS,
+    "deconvolutional": {"filters", "size", "stride", "pad", "padding", "activation",
+                        "batch_normalize"} | _TRAINING_KEYS,
     "maxpool": {"size", "stride", "padding"},
     "avgpool": set(),
     "connected": {"output", "activation", "batch_normalize"} | _TRAINING_KEYS,
@@ -227,7 +232,7 @@ class _Weighted:
     """A layer whose parameters come from the .weights file, in file order."""
 
     layer: Layer
-    kind: str  # "convolutional" or "connected"
+    kind: str  # "convolutional", "deconvolutional" or "connected"
     batch_normalize: bool
     shape: tuple[int, ...]  # of the weight: OIHW for conv, (outputs, inputs) for connected
     raw: dict[str, np.ndarray] = field(default_factory=dict)
@@ -237,7 +242,7 @@ class _Weighted:
         n = self.layer.shape.c
         weights = int(np.prod(self.shape))
         bn = [("scales", n), ("mean", n), ("variance", n)] if self.batch_normalize else []
-        if self.kind == "convolutional":
+        if self.kind in ("convolutional", "deconvolutional"):  # Darknet loads both the same way
             return [("biases", n)] + bn + [("weights", weights)]
         return [("biases", n), ("weights", weights)] + bn
 
@@ -261,6 +266,7 @@ class _Builder:
             "connected": self._connected, "softmax": self._softmax, "route": self._route,
             "shortcut": self._shortcut, "upsample": self._upsample, "dropout": self._passthrough,
             "cost": self._passthrough, "yolo": self._yolo, "region": self._region, "crop": self._crop,
+            "deconvolutional": self._deconv,
         }
         for index, section in enumerate(self.sections):
             opts = _Options(self.path, section)
@@ -329,6 +335,24 @@ class _Builder:
             "activation": opts.activation("logistic"),
         })
         self._weighted(layer, "convolutional", opts, (filters, src.shape.c // groups, size, size))
+        return layer
+
+    def _deconv(self, index: int, opts: _Options) -> Layer:
+        """[deconvolutional] -> ``convtranspose`` (ONNX ConvTranspose with pads = padding, no output_padding)."""
+        src = self.previous
+        filters = opts.int("filters", 1, minimum=1)
+        size = opts.int("size", 1, minimum=1)
+        stride = opts.int("stride", 1, minimum=1)
+        padding = opts.int("padding", 0, minimum=0)
+        if opts.int("pad", 0):
+            padding = size // 2
+        ho = (src.shape.h - 1) * stride + size - 2 * padding
+        wo = (src.shape.w - 1) * stride + size - 2 * padding
+        layer = self._add(index, "deconvolutional", "convtranspose", [src], Shape(filters, ho, wo), opts, attrs={
+            "kernel": (size, size), "stride": (stride, stride), "pads": (padding,) * 4, "output_padding": (0, 0),
+            "dilation": (1, 1), "groups": 1, "activation": opts.activation("logistic"),
+        })
+        self._weighted(layer, "deconvolutional", opts, (filters, src.shape.c, size, size))
         return layer
 
     def _weighted(self, layer: Layer, kind: str, opts: _Options, shape: tuple[int, ...]) -> None:
@@ -515,6 +539,11 @@ class _Builder:
     def finish_params(self) -> None:
         for entry in self.weighted:
             weight = entry.raw["weights"].reshape(entry.shape)
+            if entry.kind == "deconvolutional":
+                # The file holds (c, n, size, size) (Darknet's deconv gemm reads the weights transposed);
+                # the IR wants output channels first.
+                n, c = entry.shape[:2]
+                weight = entry.raw["weights"].reshape((c, n) + entry.shape[2:]).transpose(1, 0, 2, 3)
             bias = entry.raw["biases"]
             if entry.batch_normalize:
                 # Fold in float64 so that the float32 result is the correctly rounded product.

@@ -31,6 +31,10 @@ from ..ir import Activation, Layer, Network, Shape
 
 __all__ = ["load_onnx", "SUPPORTED_OPS"]
 
+# Layers with a (Cout, ...) weight and a bias: BatchNormalization, an Add of a constant and an
+# activation fold into them.
+_WEIGHTED_OPS = ("conv", "fc", "convtranspose")
+
 # Operators the importer removes without a trace in the IR (they are no-ops at inference).
 _PASSTHROUGH_OPS = ("Identity", "Dropout")
 
@@ -108,6 +112,7 @@ class _Importer:
         self.batch: int | None = None  # a fixed batch size of the model's inputs, if any
         self.handlers: dict[str, Callable[[onnx.NodeProto], None]] = {
             "Conv": self._conv,
+            "ConvTranspose": self._conv_transpose,
             "Gemm": self._gemm,
             "MatMul": self._matmul,
             "BatchNormalization": self._batchnorm,
@@ -467,7 +472,7 @@ class _Importer:
                                   ((1, "scale"), (2, "B"), (3, "mean"), (4, "var")))
         layer = self._sole_consumer(value, node.input[0])
         src = self.by_name[value.layer]
-        if layer is None or layer.op not in ("conv", "fc") or layer.activation is not None:
+        if layer is None or layer.op not in _WEIGHTED_OPS or layer.activation is not None:
             raise self._error(
                 node, f"cannot be folded: it must directly follow a conv or fully connected layer whose "
                 f"output it alone reads, but its input comes from {src.op} {src.name!r}"
@@ -487,7 +492,7 @@ class _Importer:
     def _activation(self, node: onnx.NodeProto, act: Activation) -> None:
         value = self._tensor(node, 0)
         layer = self._sole_consumer(value, node.input[0])
-        if layer is not None and layer.op in ("conv", "fc", "add") and layer.activation is None:
+        if layer is not None and layer.op in _WEIGHTED_OPS + ("add",) and layer.activation is None:
             layer.attrs["activation"] = act
             self._merge(layer, node, value.rank)
             return
@@ -562,7 +567,7 @@ class _Importer:
             index = consts.index(False)
             value, const = values[index], values[1 - index].const
             layer = self._sole_consumer(value, node.input[index])
-            if layer is None or layer.op not in ("conv", "fc") or layer.activation is not None:
+            if layer is None or layer.op not in _WEIGHTED_OPS or layer.activation is not None:
                 raise self._error(
                     node, "an Add of a constant is supported only as the bias of the conv or fully connected "
                     "layer directly in front of it (whose output it alone reads, before any activation)"
@@ -706,6 +711,79 @@ class _Importer:
         shape = Shape(src.shape.c, src.shape.h * scale, src.shape.w * scale)
         self._add_layer(node, "upsample", [value.layer], shape, attrs={"scale": scale})
 
+
+    # -- transposed convolution ------------------------------------------------------------------
+
+    def _conv_transpose(self, node: onnx.NodeProto) -> None:
+        """ConvTranspose -> ``convtranspose``; the weight (Ci, Co/g, kh, kw) becomes (Co, Ci/g, kh, kw)."""
+        value, src = self._feature_map(node)
+        weight = self._const(node, 1, "the weight")
+        bias = self._const(node, 2, "the bias", required=False)
+        attrs = self._attrs(node)
+        if weight.ndim != 4:
+            raise self._error(node, f"only 2-D transposed convolutions are supported (weight rank {weight.ndim})")
+        cin, cout_g, kh, kw = (int(d) for d in weight.shape)
+        groups = int(attrs.get("group", 1))
+        if tuple(attrs.get("kernel_shape", (kh, kw))) != (kh, kw):
+            raise self._error(node, f"kernel_shape {list(attrs['kernel_shape'])} disagrees with the weight shape "
+                              f"{list(weight.shape)}")
+        if groups < 1 or cin != src.shape.c or cin % groups:
+            raise self._error(node, f"weight {list(weight.shape)} with group={groups} does not fit "
+                              f"{src.shape.c} input channels (ConvTranspose weights are (Cin, Cout/group, kh, kw))")
+        cout = cout_g * groups
+        stride = _pair(attrs.get("strides"), 1)
+        dilation = _pair(attrs.get("dilations"), 1)
+        out_pad = tuple(int(v) for v in attrs.get("output_padding", (0, 0)))
+        if len(out_pad) != 2 or min(out_pad) < 0:
+            raise self._error(node, f"output_padding {list(out_pad)} must be two values >= 0")
+        full = [(n - 1) * s + (k - 1) * d + 1 + op for n, s, k, d, op in
+                zip((src.shape.h, src.shape.w), stride, (kh, kw), dilation, out_pad)]
+        pads = self._transpose_pads(node, attrs, (src.shape.h, src.shape.w), stride, full)
+        ho, wo = full[0] - pads[0] - pads[2], full[1] - pads[1] - pads[3]
+        if bias is None:
+            bias = np.zeros(cout, np.float32)
+        if bias.shape != (cout,):
+            raise self._error(node, f"bias shape {list(bias.shape)} is not ({cout},)")
+        cig = cin // groups
+        w_ir = weight.reshape(groups, cig, cout_g, kh, kw).transpose(0, 2, 1, 3, 4).reshape(cout, cig, kh, kw)
+        self._add_layer(
+            node, "convtranspose", [value.layer], Shape(cout, ho, wo),
+            attrs={"kernel": (kh, kw), "stride": stride, "pads": pads, "output_padding": out_pad,
+                   "dilation": dilation, "groups": groups, "activation": None},
+            params={"weight": np.ascontiguousarray(w_ir, dtype=np.float32), "bias": bias.astype(np.float32).copy()},
+        )
+
+    def _transpose_pads(self, node, attrs, in_hw, stride, full) -> tuple[int, int, int, int]:
+        """ConvTranspose's pads (top, left, bottom, right) from pads, auto_pad or output_shape.
+
+        ``full`` is the uncropped output size per axis. With ``output_shape`` (or SAME_*: output =
+        input * stride) ONNX sets total = full - output and puts total // 2 at the beginning for
+        SAME_UPPER, at the end otherwise."""
+        auto = attrs.get("auto_pad", "NOTSET") or "NOTSET"
+        if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+            raise self._error(node, f"auto_pad {auto!r} is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER")
+        target = attrs.get("output_shape")
+        if target is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+            target = [n * s for n, s in zip(in_hw, stride)]
+        if target is None:
+            if auto == "VALID":
+                return (0, 0, 0, 0)
+            pads = tuple(int(p) for p in attrs.get("pads", (0, 0, 0, 0)))
+            if len(pads) != 4 or min(pads) < 0:
+                raise self._error(node, f"pads {list(pads)} must be 4 values >= 0 for a 2-D operator")
+            return pads  # type: ignore[return-value]
+        target = [int(v) for v in target][-2:]
+        begin, end = [], []
+        for f, t in zip(full, target):
+            total = f - t
+            if total < 0:
+                raise self._error(node, f"output_shape {target} is larger than the full output {full}; "
+                                  "use output_padding to grow the output")
+            small, large = total // 2, total - total // 2
+            b, e = (small, large) if auto == "SAME_UPPER" else (large, small)
+            begin.append(b)
+            end.append(e)
+        return (begin[0], begin[1], end[0], end[1])
 
 def _label(node: onnx.NodeProto) -> str:
     """The name a node is known by: its own name, else its first output's name."""

@@ -19,12 +19,14 @@ from .windows import (
     as_pair,
     check_conv_shapes,
     check_nchw,
+    convtranspose_geometry,
     im2col,
     output_size,
     pad_nchw,
     reduce_taps,
     window_counts,
     windows,
+    zero_insert,
 )
 
 __all__ = [
@@ -193,3 +195,44 @@ def softmax(x: np.ndarray, axis: int = 1) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return (e / e.sum(axis=axis, keepdims=True)).astype(np.float32)
+
+
+# -- transposed convolution ----------------------------------------------------------------------
+__all__ += ["conv_transpose2d", "output_padding_pair"]
+
+
+def output_padding_pair(value: int | Sequence[int]) -> tuple[int, int]:
+    """Normalise ``output_padding`` (an int or a (y, x) pair, >= 0)."""
+    pair = (int(value),) * 2 if np.isscalar(value) else tuple(int(v) for v in value)
+    if len(pair) != 2 or min(pair) < 0:
+        raise ValueError(f"output_padding must be an int or a (y, x) pair >= 0, got {value!r}")
+    return pair  # type: ignore[return-value]
+
+
+def conv_transpose2d(
+    x: np.ndarray,
+    w: np.ndarray,
+    bias: np.ndarray | None = None,
+    stride: int | Sequence[int] = 1,
+    pads: int | Sequence[int] = 0,
+    output_padding: int | Sequence[int] = 0,
+    dilation: int | Sequence[int] = 1,
+    groups: int = 1,
+    act: Activation | None = None,
+) -> np.ndarray:
+    """2-D transposed convolution (ONNX ConvTranspose): x (N, C, H, W), w (Co, C/groups, kh, kw).
+
+    ``w`` is in the IR's layout, output channels first: ONNX's weight (C, Co/groups, kh, kw) with
+    the channel axes swapped per group (``dlproc.frontends.onnx``). Computed as its definition's
+    equivalent convolution: ``stride - 1`` zeros between the input pixels, padded by
+    ``(k-1)*d - pads`` (+ ``output_padding`` at the bottom/right), stride 1, kernel flipped.
+    """
+    x, w = _f32(x), _f32(w)
+    check_conv_shapes(x, w, groups)
+    stride, dilation, pads = as_pair(stride, "stride"), as_pair(dilation, "dilation"), as_pads(pads)
+    kernel = (w.shape[2], w.shape[3])
+    (ho, wo), eq = convtranspose_geometry(x.shape[2], x.shape[3], kernel, stride, pads,
+                                          output_padding_pair(output_padding), dilation)
+    out = conv2d(zero_insert(x, stride, eq, 0.0), w[:, :, ::-1, ::-1], bias, 1, 0, dilation, groups, act)
+    assert out.shape[2:] == (ho, wo)
+    return out

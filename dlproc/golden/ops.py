@@ -46,12 +46,14 @@ from .windows import (
     as_pair,
     check_conv_shapes,
     check_nchw,
+    convtranspose_geometry,
     im2col,
     output_size,
     pad_nchw,
     reduce_taps,
     window_counts,
     windows,
+    zero_insert,
 )
 
 __all__ = [
@@ -632,3 +634,41 @@ def softmax_int8(x: np.ndarray, exp_table: np.ndarray, axis: int = 1) -> np.ndar
     recip = (np.int64(1) << SOFTMAX_RECIP_BITS) // total
     y = ((e * recip + (np.int64(1) << (SOFTMAX_OUT_SHIFT - 1))) >> SOFTMAX_OUT_SHIFT) - 128
     return np.clip(y, INT8_MIN, INT8_MAX).astype(np.int8)
+
+
+# -- transposed convolution ----------------------------------------------------------------------
+__all__ += ["conv_transpose2d"]
+
+
+def conv_transpose2d(
+    x: np.ndarray,
+    w: np.ndarray,
+    bias: np.ndarray | None,
+    stride: int | Sequence[int] = 1,
+    pads: int | Sequence[int] = 0,
+    output_padding: int | Sequence[int] = 0,
+    dilation: int | Sequence[int] = 1,
+    groups: int = 1,
+    zp_in: int = 0,
+    *,
+    matmul_dtype: type | None = None,
+) -> np.ndarray:
+    """int32 accumulators of a transposed convolution (ONNX ConvTranspose), wrapped to int32.
+
+    x int8 (N, C, H, W); w int8 (Co, C/groups, kh, kw) in the IR's layout (see
+    :func:`dlproc.golden.float_ops.conv_transpose2d`); bias int32 (Co,), unfolded. The inserted
+    zeros and the padding hold zp_in, so they contribute 0 after the subtraction, exactly like
+    the real zeros of the float definition: ``acc = bias + sum w * (x - zp_in)`` over the taps
+    that land on each output.
+    """
+    x, w = np.asarray(x), np.asarray(w)
+    check_conv_shapes(x, w, groups)
+    stride, dilation, pads = as_pair(stride, "stride"), as_pair(dilation, "dilation"), as_pads(pads)
+    kernel = (w.shape[2], w.shape[3])
+    (ho, wo), eq = convtranspose_geometry(x.shape[2], x.shape[3], kernel, stride, pads,
+                                          float_ops.output_padding_pair(output_padding), dilation)
+    _centered(x, zp_in)  # dtype and zero-point checks before zp_in fills the inserted pixels
+    acc = conv2d(zero_insert(x, stride, eq, np.int8(zp_in)), w[:, :, ::-1, ::-1], bias, 1, 0, dilation, groups,
+                 zp_in, matmul_dtype=matmul_dtype)
+    assert acc.shape[2:] == (ho, wo)
+    return acc

@@ -286,3 +286,23 @@ _INT_OPS: dict[str, Callable[["QLayer", list, list[np.ndarray]], np.ndarray]] = 
     "lrn": _lrn_int8,
     "upsample": lambda l, s, a: ops.upsample_nearest(a[0], l.attrs["scale"]),
 }
+
+
+# -- transposed convolution ----------------------------------------------------------------------
+
+
+def _convtranspose_args(layer: Layer | "QLayer") -> tuple:
+    a = layer.attrs
+    return (a.get("stride", 1), a.get("pads", 0), a.get("output_padding", 0), a.get("dilation", 1),
+            a.get("groups", 1))
+
+
+def _convtranspose_int8(layer: "QLayer", srcs: list, args: list[np.ndarray]) -> np.ndarray:
+    acc = ops.conv_transpose2d(args[0], layer.params["weight"], layer.params["bias"], *_convtranspose_args(layer),
+                               srcs[0].zero_point)
+    return _requantize(layer, acc)
+
+
+_FLOAT_OPS["convtranspose"] = lambda l, a: float_ops.conv_transpose2d(
+    a[0], l.weight, l.bias, *_convtranspose_args(l), l.activation)
+_INT_OPS["convtranspose"] = _convtranspose_int8

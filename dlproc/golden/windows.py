@@ -122,3 +122,36 @@ def reduce_taps(view: np.ndarray, ufunc: np.ufunc, dtype: np.dtype | None = None
             if ky or kx:
                 ufunc(out, view[..., ky, kx], out=out)
     return out
+
+
+def convtranspose_geometry(
+    h: int, w: int, kernel: Pair, stride: Pair, pads: Pads, output_padding: Pair, dilation: Pair
+) -> tuple[Pair, Pads]:
+    """Output (Ho, Wo) of a transposed convolution and the pads of its equivalent convolution.
+
+    ``Ho = (H-1)*sy + (kh-1)*dy + 1 - top - bottom + output_padding_y``. The equivalent
+    convolution runs (stride 1, same dilation, kernel flipped) over the input with ``sy - 1``
+    zeros between rows and ``sx - 1`` between columns, padded by ``(k-1)*d - pad`` before and
+    ``(k-1)*d - pad + output_padding`` after; those pads are negative where ``pads`` crop more than
+    the kernel's reach (:func:`zero_insert` then crops).
+    """
+    ho = (h - 1) * stride[0] + (kernel[0] - 1) * dilation[0] + 1 - pads[0] - pads[2] + output_padding[0]
+    wo = (w - 1) * stride[1] + (kernel[1] - 1) * dilation[1] + 1 - pads[1] - pads[3] + output_padding[1]
+    if ho < 1 or wo < 1:
+        raise ValueError(f"transposed conv: pads {pads} leave no output of the {h}x{w} input "
+                         f"(kernel {kernel}, stride {stride}, dilation {dilation})")
+    ey, ex = (kernel[0] - 1) * dilation[0], (kernel[1] - 1) * dilation[1]
+    eq = (ey - pads[0], ex - pads[1], ey - pads[2] + output_padding[0], ex - pads[3] + output_padding[1])
+    return (ho, wo), eq  # type: ignore[return-value]
+
+
+def zero_insert(x: np.ndarray, stride: Pair, pads: tuple[int, int, int, int], value: float | int) -> np.ndarray:
+    """Put ``stride - 1`` rows/columns of ``value`` between the pixels of an NCHW tensor, then pad
+    (top, left, bottom, right) with ``value``; negative pads crop."""
+    n, c, h, w = x.shape
+    sy, sx = stride
+    out = np.full((n, c, (h - 1) * sy + 1, (w - 1) * sx + 1), value, dtype=x.dtype)
+    out[:, :, ::sy, ::sx] = x
+    top, left, bottom, right = pads
+    out = out[:, :, max(-top, 0):out.shape[2] - max(-bottom, 0), max(-left, 0):out.shape[3] - max(-right, 0)]
+    return pad_nchw(out, (max(top, 0), max(left, 0), max(bottom, 0), max(right, 0)), value)

@@ -8,6 +8,9 @@ for layers that run in int8 hardware, the integer parameters of its operation:
   ``weight_scale`` float64 (Cout,), ``bias`` int32 = round(b / (s_in * s_w)) (the pure bias;
   :meth:`QLayer.folded_bias` adds the ``-zp_in * sum(w)`` term the hardware's bias holds),
   ``mult``, ``mult_neg``, ``shift`` per output channel (int32 arrays) and ``act_min``/``act_max``.
+* convtranspose: the same as conv (its IR weight is (Cout, Cin/groups, kh, kw) too, so the
+  per-output-channel scales are along axis 0); the hardware folds ``-zp_in * sum(w)`` per output
+  phase, not over the whole kernel (``layerprog.convtranspose_phases``).
 * act (a standalone activation): ``mult``/``mult_neg``/``shift`` per channel; it runs as a 1x1
   depthwise convolution with unit weights.
 * avgpool / global_avgpool: ``q["mult"]``, ``q["shift"]``.

@@ -388,7 +388,7 @@ class Quantizer:
         return sum(
             4 * np.asarray(v).size
             for layer in self.network
-            if layer.op in ("conv", "fc")
+            if layer.op in ("conv", "fc", "convtranspose")
             for k, v in layer.params.items()
             if k in ("weight", "bias") and v is not None
         )
@@ -446,6 +446,7 @@ class Quantizer:
 _BUILDERS: dict[str, Callable[[Quantizer, Layer, QLayer, list[QLayer]], None]] = {
     "conv": Quantizer._conv_fc,
     "fc": Quantizer._conv_fc,
+    "convtranspose": Quantizer._conv_fc,  # IR weights are (Cout, ...) like conv: per-output-channel scales
     "act": Quantizer._act,
     "avgpool": Quantizer._avgpool,
     "global_avgpool": Quantizer._global_avgpool,
