@@ -416,3 +416,12 @@ def test_resize_is_accepted_exactly_when_onnxruntime_replicates_pixels(ctm, near
     else:
         with pytest.raises(ModelError, match="does not replicate pixels"):
             load_onnx(model)
+
+
+def test_supported_ops_lists_every_handler():
+    import onnx as onnx_lib
+    from dlproc.frontends import onnx as onnx_frontend
+    x = onnx_lib.helper.make_tensor_value_info("x", onnx_lib.TensorProto.FLOAT, [1, 1, 2, 2])
+    model = onnx_lib.helper.make_model(onnx_lib.helper.make_graph([], "empty", [x], [x]))
+    importer = onnx_frontend._Importer(model, "empty.onnx", None, None)
+    assert set(importer.handlers) == set(onnx_frontend.SUPPORTED_OPS)

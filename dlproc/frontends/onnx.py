@@ -38,6 +38,13 @@ _WEIGHTED_OPS = ("conv", "fc", "convtranspose")
 # Operators the importer removes without a trace in the IR (they are no-ops at inference).
 _PASSTHROUGH_OPS = ("Identity", "Dropout")
 
+#: Every ONNX operator the importer accepts (the keys of the importer's handler table).
+SUPPORTED_OPS = (
+    "Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "Relu", "LeakyRelu", "Clip",
+    "MaxPool", "AveragePool", "GlobalAveragePool", "Add", "Concat", "LRN", "Softmax", "Flatten",
+    "Reshape", "Resize", "Upsample", "Constant", "Identity", "Dropout",
+)
+
 
 def load_onnx(model: str | Path | onnx.ModelProto, input_size: tuple[int, int] | None = None) -> Network:
     """Import an ONNX model (a file path or a ``ModelProto``) into the IR.
