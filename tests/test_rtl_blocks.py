@@ -12,6 +12,7 @@ from dlproc.golden import ops
 from dlproc.layerprog import AddLayer, UpsampleLayer, build_add_program, build_upsample_program, run_on_isasim
 
 from layerprog_cases import small_config
+from sim_fixture import blocks_config
 
 pytestmark = pytest.mark.slow
 
@@ -53,15 +54,13 @@ def test_upsample_rtl_matches_isasim_and_golden(sim):
 
 
 def _all_blocks_config():
-    cfg = small_config(4, inp=(16, 16, 4), out=(16, 16, 4))
-    cfg.set_module_property("conv", "LRNBlockGeneration", True)
-    cfg.set_module_property("fc", "SoftmaxBlockGeneration", True)
-    return cfg
+    # Shared with test_rtl_networks.py (one native build for both).
+    return blocks_config()
 
 
 @pytest.fixture(scope="module")
 def sim_all():
-    """A processor with every optional block (its own native build)."""
+    """A processor with every optional block (sim_fixture.blocks_config, shared with test_rtl_networks)."""
     from dlproc.sim.harness import NativeSim
 
     with NativeSim(_all_blocks_config(), ddr_size=1 << 20) as s:
