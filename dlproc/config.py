@@ -847,8 +847,10 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "top": {
             "Board": "arria10-soc",
             "TargetFrequency": 150,
-            "MemoryDataWidth": 256,
-            "DDRBytesPerCycle": 32,
+            # The board flow connects the master to one 128-bit FPGA-to-SDRAM port (F2SDRAM0,
+            # AN 763 port configuration 3): 16 bytes per cycle is what reaches the processor.
+            "MemoryDataWidth": 128,
+            "DDRBytesPerCycle": 16,
             "DDRLatencyCycles": 40,
         },
         "conv": {

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from boards_fixture import calls_of, processor_verilog, run_tcl
+from boards_fixture import calls_of, contract_verilog, processor_verilog, run_tcl
 from dlproc.boards import get_recipe
 from dlproc.boards.common.ports import parse_module_ports, processor_ports
 from dlproc.config import ProcessorConfig
@@ -131,6 +131,10 @@ def test_system_tcl_hps_bridges_clock_and_interrupt(project) -> None:
     else:
         assert instances[hps] == "altera_arria10_hps" and instances["emif_a10_hps_0"] == "altera_emif_a10_hps"
         assert params[(hps, "F2SDRAM0_ENABLED")] == "1" and params[(hps, "LWH2F_Enable")] == "1"
+        # AN 763 port configuration 3 (F2SDRAM0 128 bits): the master's width, no adapter.
+        assert params[(hps, "F2SDRAM_PORT_CONFIG")] == "6"
+        assert project["cfg"].memory_data_width == 128 and project["cfg"].ddr_bytes_per_cycle == 16
+        assert (f"{project['pll']}.outclk0", f"{hps}.f2sdram0_clock") in connections
         assert params[(hps, "EMIF_CONDUIT_Enable")] == "1"
         assert params[("emif_a10_hps_0", "PROTOCOL_ENUM")] == "PROTOCOL_DDR4"
         assert params[("emif_a10_hps_0", "MEM_DDR4_DQ_WIDTH")] == "32"
@@ -139,12 +143,19 @@ def test_system_tcl_hps_bridges_clock_and_interrupt(project) -> None:
         assert len(params[(hps, "HPS_IO_Enable")].split()) == 14 + 4 * 12
 
 
-def test_arria10_width_adapter_note(project) -> None:
-    notes = project["gen"].notes
-    if project["board"] == "arria10-soc":
-        assert len(notes) == 1 and "256-bit memory master" in notes[0] and "128-bit F2SDRAM0" in notes[0]
-    else:
-        assert notes == []
+def test_presets_need_no_width_adapter(project) -> None:
+    # Both presets' masters are as wide as the SDRAM port they are connected to.
+    assert project["gen"].notes == []
+
+
+@pytest.mark.parametrize("ddr, overstated", [(32, True), (16, False)])
+def test_arria10_width_adapter_note(ddr: int, overstated: bool) -> None:
+    cfg = small_config("arria10soc_int8", MemoryDataWidth=256, DDRBytesPerCycle=ddr)
+    recipe = get_recipe("arria10-soc")
+    ports = processor_ports(contract_verilog(256), 256)
+    notes = recipe.check(cfg, ports)
+    assert len(notes) == 1 and "256-bit memory master" in notes[0] and "128-bit F2SDRAM0" in notes[0]
+    assert ("DDRBytesPerCycle = 32 in the configuration overstates it (use 16" in notes[0]) == overstated
 
 
 # ---- Quartus settings ---------------------------------------------------------------------------------

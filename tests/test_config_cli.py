@@ -22,7 +22,7 @@ def test_show_preset_lists_every_module_and_property(capsys: pytest.CaptureFixtu
         for spec in specs:
             assert f"{spec.name}: " in out
     assert "ConvThreadNumber: 576" in out
-    assert "DDRBytesPerCycle: 32" in out
+    assert "DDRBytesPerCycle: 16" in out
     assert "SynthesisToolDeviceName: '10AS066N3F40E2SG'" in out
     assert f"config_hash: {cfg.config_hash()}" in out
     assert f"0x{cfg.hash64:016x}" in out
@@ -130,7 +130,7 @@ def test_presets_listing(capsys: pytest.CaptureFixture[str]) -> None:
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[0] for line in lines] == list(PRESETS)
     assert "ConvThreadNumber 256 (C=16)" in lines[0] and "5CSEBA6U23I7" in lines[0]
-    assert "ConvThreadNumber 576 (C=24)" in lines[1] and "256-bit memory" in lines[1]
+    assert "ConvThreadNumber 576 (C=24)" in lines[1] and "128-bit memory" in lines[1]
 
 
 def test_config_without_action_prints_help(capsys: pytest.CaptureFixture[str]) -> None:

@@ -84,8 +84,8 @@ def test_arria10_preset_values() -> None:
     assert cfg.get_property("SynthesisToolDeviceName") == "10AS066N3F40E2SG"
     assert cfg.get_module_property("conv", "ConvThreadNumber") == 576 and cfg.conv_c == 24
     assert cfg.target_frequency_mhz == 150.0
-    assert cfg.memory_data_width == 256
-    assert (cfg.ddr_bytes_per_cycle, cfg.ddr_latency_cycles) == (32, 40)
+    assert cfg.memory_data_width == 128  # one 128-bit FPGA-to-SDRAM port (docs/boards.md)
+    assert (cfg.ddr_bytes_per_cycle, cfg.ddr_latency_cycles) == (16, 40)
     assert cfg.get_module_property("conv", "LRNBlockGeneration") is True
 
 

@@ -14,10 +14,12 @@ Where Arria 10 differs from the DE10-Nano flow:
 * The HPS SDRAM controller's PHY is an EMIF IP in the FPGA I/O (``altera_emif_a10_hps``), so
   its pins are ordinary FPGA pins with location assignments (from the kit's golden reference
   design, see :mod:`.platform`).
-* The FPGA-to-SDRAM ports are AXI-4, at most 128 bits wide (F2SDRAM0/2; AN 763). A processor
-  with a wider memory master (the arria10soc_int8 preset has 256 bits) is width-adapted by
-  Platform Designer onto F2SDRAM0, which halves the bandwidth it can reach per processor cycle:
-  ``dlproc build`` says so (the DDR model's DDRBytesPerCycle should then be 16).
+* The FPGA-to-SDRAM ports are AXI-4, at most 128 bits wide (F2SDRAM0/2; AN 763). The HPS is
+  set to AN 763's port configuration 3 (F2SDRAM0 and F2SDRAM2 128 bits, F2SDRAM1 unavailable;
+  ``F2SDRAM_PORT_CONFIG`` = 6) and the processor's master is connected to F2SDRAM0, so the
+  arria10soc_int8 preset has a 128-bit master and DDRBytesPerCycle = 16, exactly what the port
+  carries. A wider master (a custom configuration) would be width-adapted by Platform Designer
+  onto the 128-bit port, which caps it at 16 bytes per processor cycle: ``dlproc build`` says so.
 * Quartus Prime Pro: ``qsys-generate --quartus-project``, ``quartus_syn`` instead of
   ``quartus_map``, and ``quartus_cpf --hps`` splits the bitstream into the ``.periph.rbf`` (I/O,
   loaded by U-Boot's SPL with early I/O release) and the ``.core.rbf`` (fabric).
@@ -32,10 +34,34 @@ from ..common.ports import ProcessorPorts
 from ..common.recipe import COMPONENT_NAME, BoardRecipe, Pin, tcl_quote
 from .platform import HPS_PINS, SOURCE, Arria10SoCDevKitPlatform
 
-__all__ = ["Arria10SoCRecipe", "Arria10SoCDevKitPlatform", "EMIF_DDR4_PARAMETERS", "F2SDRAM_MAX_WIDTH"]
+__all__ = ["Arria10SoCRecipe", "Arria10SoCDevKitPlatform", "EMIF_DDR4_PARAMETERS", "F2SDRAM_MAX_WIDTH",
+           "F2SDRAM_PORT_CONFIGS", "F2SDRAM_PORT_CONFIGURATION", "f2sdram_port_config_value"]
 
 #: widest FPGA-to-SDRAM port of the Arria 10 HPS (F2SDRAM0 and F2SDRAM2), in bits
 F2SDRAM_MAX_WIDTH = 128
+
+#: AN 763 (683192) Table 5, "Available FPGA-to-SDRAM Port Combinations": port configuration ->
+#: widths of (F2SDRAM0, F2SDRAM1, F2SDRAM2) in bits (None: unavailable).
+F2SDRAM_PORT_CONFIGS: dict[int, tuple[int | None, int | None, int | None]] = {
+    1: (32, 32, 32),
+    2: (64, 64, 64),
+    3: (128, None, 128),
+    4: (128, 32, 64),
+}
+#: The configuration used: F2SDRAM0 at its full 128 bits (F2SDRAM2 could take a second master).
+F2SDRAM_PORT_CONFIGURATION = 3
+
+
+def f2sdram_port_config_value(configuration: int) -> str:
+    """The ``altera_arria10_hps`` parameter ``F2SDRAM_PORT_CONFIG`` for an AN 763 port
+    configuration: the parameter is the configuration number plus 3, as public Arria 10 SoC
+    system scripts state ("port configuration 3 -> selected with value + 3"); the kit's
+    reference-design scripts set 6 when they enable F2SDRAM0 and F2SDRAM2 (two 128-bit ports).
+    Not checked against Platform Designer here (no Quartus Pro on this machine)."""
+    if configuration not in F2SDRAM_PORT_CONFIGS:
+        raise ValueError(f"AN 763 port configuration must be one of {sorted(F2SDRAM_PORT_CONFIGS)}, "
+                         f"got {configuration}")
+    return str(configuration + 3)
 
 #: altera_emif_a10_hps parameters of the kit's DDR4 HILO card (MT40A256M16HA-093E, D9RGX):
 #: 1 GiB, 32 bits, 1066.667 MHz, single rank.
@@ -91,7 +117,7 @@ _HPS_PARAMETERS: dict[str, str] = {
     "F2S_Width": "0",
     "S2F_Width": "0",
     "LWH2F_Enable": "1",
-    "F2SDRAM_PORT_CONFIG": "5",
+    "F2SDRAM_PORT_CONFIG": f2sdram_port_config_value(F2SDRAM_PORT_CONFIGURATION),
     "F2SDRAM0_ENABLED": "1",
     "F2SDRAM1_ENABLED": "0",
     "F2SDRAM2_ENABLED": "0",
@@ -154,12 +180,16 @@ class Arria10SoCRecipe(BoardRecipe):
         width = ports.mem_data_width
         if width > F2SDRAM_MAX_WIDTH:
             port_bytes = F2SDRAM_MAX_WIDTH // 8
-            notes.append(
-                f"Arria 10: the processor's {width}-bit memory master is width-adapted onto the "
-                f"{F2SDRAM_MAX_WIDTH}-bit F2SDRAM0 port, which carries at most {port_bytes} bytes per "
-                f"processor cycle; DDRBytesPerCycle = {config.ddr_bytes_per_cycle} in the configuration "
-                f"overstates it (use {port_bytes}, or MemoryDataWidth = {F2SDRAM_MAX_WIDTH})"
-            )
+            note = (f"Arria 10: the processor's {width}-bit memory master is width-adapted onto the "
+                    f"{F2SDRAM_MAX_WIDTH}-bit F2SDRAM0 port, which carries at most {port_bytes} bytes per "
+                    f"processor cycle")
+            if config.ddr_bytes_per_cycle > port_bytes:
+                note += (f"; DDRBytesPerCycle = {config.ddr_bytes_per_cycle} in the configuration "
+                         f"overstates it (use {port_bytes}, or MemoryDataWidth = {F2SDRAM_MAX_WIDTH}, "
+                         f"as the arria10soc_int8 preset does)")
+            else:
+                note += f" (MemoryDataWidth = {F2SDRAM_MAX_WIDTH} gives the same bandwidth without the adapter)"
+            notes.append(note)
         return notes
 
     # ---- pins ---------------------------------------------------------------------------------------

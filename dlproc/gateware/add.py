@@ -30,6 +30,7 @@ from dlproc import isa
 from dlproc.numerics import MAX_SHIFT, MULT_BITS
 
 from .conv import TAG_BITS, _read_port, inp_word_layout
+from .engine import EngineCommand
 from .output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature
 
 __all__ = ["ADD_CMD_LAYOUT", "AddEngine"]
@@ -62,36 +63,42 @@ class AddEngine(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         c, hw = self.c, self.hw
-        E = isa.ErrorCode
         error = Signal()
         code = Signal(4)
         m.d.comb += [self.error.eq(error), self.error_code.eq(code)]
 
-        a = Signal(ADD_CMD_LAYOUT)
+        # Accept and check (registered, see engine.py): ILLEGAL_FIELD before SRAM_RANGE.
+        m.submodules.command = command = EngineCommand(
+            ADD_CMD_LAYOUT,
+            illegal=lambda f: (f.count == 0) | (f.act_min > f.act_max) | (f.shift > MAX_SHIFT),
+            ranges=[(lambda f: f.inp_a + f.count, hw.inp_depth),
+                    (lambda f: f.inp_b + f.count, hw.inp_depth),
+                    (lambda f: f.out_base + f.count, hw.out_depth)],
+        )
+        wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
+        a = command.fields
         width = isa.SRAM_ADDR_BITS + 2
         i = Signal(width)  # word index
         phase = Signal()  # 0: read operand a, 1: read operand b
         issue = Signal()
         last = i == a.count - 1
         s1, s2, s3, s4, s5 = (Signal(name=f"add_s{k}") for k in range(1, 6))
+        # INP addresses as counters (inp_a + i, inp_b + i) and the one being read as a register,
+        # so that no adder or multiplexer sits between the state and the INP address.
+        addr, next_a, next_b = Signal(width), Signal(width), Signal(width)
 
         with m.FSM(name="add") as fsm:
             with m.State("IDLE"):
                 # The last word of the previous command still reads ``a`` (scalars, tag) in
                 # stages 1 to 4, so a new command waits until it has left.
-                m.d.comb += self.cmd.ready.eq(~error & ~s1 & ~s2 & ~s3 & ~s4 & ~s5)
-                with m.If(self.cmd.valid & self.cmd.ready):
-                    m.d.sync += [a.eq(self.cmd.payload), i.eq(0), phase.eq(0)]
+                m.d.comb += command.enable.eq(~error & ~s1 & ~s2 & ~s3 & ~s4 & ~s5)
+                with m.If(command.take):
+                    m.d.sync += [i.eq(0), phase.eq(0)]
                     m.next = "CHECK"
             with m.State("CHECK"):
-                bad_field = (a.count == 0) | (a.act_min > a.act_max) | (a.shift > MAX_SHIFT)
-                out_range = ((a.inp_a + a.count > hw.inp_depth) | (a.inp_b + a.count > hw.inp_depth)
-                             | (a.out_base + a.count > hw.out_depth))
-                with m.If(bad_field):
-                    m.d.sync += [error.eq(1), code.eq(E.ILLEGAL_FIELD)]
-                    m.next = "IDLE"
-                with m.Elif(out_range):
-                    m.d.sync += [error.eq(1), code.eq(E.SRAM_RANGE)]
+                m.d.sync += [addr.eq(a.inp_a), next_a.eq(a.inp_a + 1), next_b.eq(a.inp_b)]
+                with m.If(command.fault):
+                    m.d.sync += [error.eq(1), code.eq(command.code)]
                     m.next = "IDLE"
                 with m.Else():
                     m.next = "SWEEP"
@@ -99,16 +106,13 @@ class AddEngine(wiring.Component):
                 m.d.comb += issue.eq(1)
                 m.d.sync += phase.eq(~phase)
                 with m.If(phase):
-                    m.d.sync += i.eq(i + 1)
+                    m.d.sync += [i.eq(i + 1), addr.eq(next_a), next_a.eq(next_a + 1)]
                     with m.If(last):
                         m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += [addr.eq(next_b), next_b.eq(next_b + 1)]
 
         # Address: a's word in phase 0, b's in phase 1.
-        addr = Signal(width)
-        with m.If(phase):
-            m.d.comb += addr.eq(a.inp_b + i)
-        with m.Else():
-            m.d.comb += addr.eq(a.inp_a + i)
         m.d.comb += [self.inp.addr.eq(addr), self.inp.en.eq(issue)]
 
         # Side band: stage 1 = a's data, 2 = b's data, 3 = both differences, 4 = products, 5 = sum.
@@ -121,22 +125,23 @@ class AddEngine(wiring.Component):
             s4.eq(s3), last4.eq(last3), q4.eq(q3),
             s5.eq(s4), last5.eq(last4), q5.eq(q4),
         ]
-        da = Signal(data.ArrayLayout(signed(9), c))
-        db = Signal(data.ArrayLayout(signed(9), c))
+        # One multiplier per lane, shared by the two products: (a - za) * ma in stage 2,
+        # (b - zb) * mb in stage 3. A word starts every second cycle, so the next word's first
+        # product (its stage 2) falls into this word's stage 4, never colliding. The operands
+        # are registers (x_op: a - za, then b - zb; m_op: ma, then mb) with nothing but wiring
+        # in front of the DSP block: a multiplexer there made this the critical path.
+        zsel = Signal(signed(8))  # zero point of the word arriving in the next cycle
+        m_op = Signal(unsigned(MULT_BITS))
+        m.d.sync += [zsel.eq(Mux(s1, a.zb, a.za)), m_op.eq(Mux(s2, a.mb, a.ma))]
+        x_op = Signal(data.ArrayLayout(signed(9), c))
         prod = Signal(data.ArrayLayout(signed(_PROD_BITS), c))
         pa = Signal(data.ArrayLayout(signed(_PROD_BITS), c))
         acc = Signal(data.ArrayLayout(signed(32), c))
         for lane in range(c):
-            x = self.inp.data[lane]
-            with m.If(s1):
-                m.d.sync += da[lane].eq(x - a.za)
-            with m.If(s2):
-                m.d.sync += db[lane].eq(x - a.zb)
-            # One multiplier per lane, shared by the two products: (a - za) * ma in stage 2,
-            # (b - zb) * mb in stage 3. A word starts every second cycle, so the next word's
-            # first product (its stage 2) falls into this word's stage 4, never colliding.
+            with m.If(s1 | s2):
+                m.d.sync += x_op[lane].eq(self.inp.data[lane] - zsel)
             m.d.sync += [
-                prod[lane].eq(Mux(s3, db[lane], da[lane]) * Mux(s3, a.mb, a.ma)),
+                prod[lane].eq(x_op[lane] * m_op),
                 pa[lane].eq(prod[lane]),
                 acc[lane].eq(pa[lane] + prod[lane]),
             ]

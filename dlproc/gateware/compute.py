@@ -49,7 +49,7 @@ ILLEGAL_FIELD. After an error the unit accepts no further instruction.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -75,6 +75,13 @@ __all__ = [
 
 #: Optional-block opcodes that write nothing to OUT (completion = their engine is idle again).
 _NO_OUTPUT = (isa.Opcode.LRNTAB, isa.Opcode.SMXTAB)
+
+
+def _any(bits) -> Value:
+    """OR of 1-bit values. (``sum(bits).bool()`` would build an adder chain: Yosys maps it to
+    carry cells, which put the unit's error and busy summaries on the critical path.)"""
+    bits = list(bits)
+    return Cat(*bits).any() if bits else Const(0)
 
 
 def default_acc_depth(hw: isa.HardwareParams) -> int:
@@ -162,7 +169,7 @@ class ComputeUnit(wiring.Component):
             inp_addr = Mux(eng.inp.en, eng.inp.addr, inp_addr)
         m.d.comb += [
             self.inp.addr.eq(inp_addr),
-            self.inp.en.eq(conv.inp.en | sum((eng.inp.en for eng in serial), start=0).bool()),
+            self.inp.en.eq(_any([conv.inp.en, *(eng.inp.en for eng in serial)])),
             conv.inp.data.eq(self.inp.data),
             conv.prm.data.eq(self.prm.data),
         ]
@@ -171,7 +178,7 @@ class ComputeUnit(wiring.Component):
             prm_addr = Mux(eng.prm.en, eng.prm.addr, prm_addr)
         m.d.comb += [
             self.prm.addr.eq(prm_addr),
-            self.prm.en.eq(conv.prm.en | sum((eng.prm.en for eng in prm_users), start=0).bool()),
+            self.prm.en.eq(_any([conv.prm.en, *(eng.prm.en for eng in prm_users)])),
         ]
         m.d.comb += [eng.inp.data.eq(self.inp.data) for eng in serial]
         m.d.comb += [eng.prm.data.eq(self.prm.data) for eng in prm_users]
@@ -210,7 +217,7 @@ class ComputeUnit(wiring.Component):
         own_code = Signal(4)
         finished = Signal()
         engines = [conv, *serial]
-        error = own_error | sum((eng.error for eng in engines), start=0).bool()
+        error = _any([own_error, *(eng.error for eng in engines)])
         error_code = own_code
         for eng in reversed(engines):
             error_code = Mux(eng.error, eng.error_code, error_code)
@@ -219,7 +226,7 @@ class ComputeUnit(wiring.Component):
             self.error_code.eq(Mux(own_error, own_code, error_code)),
             self.finished.eq(finished),
         ]
-        serial_busy = sum((eng.busy for eng in serial), start=0).bool()
+        serial_busy = _any([eng.busy for eng in serial])
         all_done = (inflight == 0) & ~conv.busy & ~serial_busy
 
         conv_fields = [n for n, _ in CONV_CMD_LAYOUT if n != "tag"]

@@ -64,6 +64,7 @@ from amaranth.lib.wiring import In, Out
 
 from dlproc import isa
 
+from .engine import EngineCommand
 from .output_stage import (
     REQUANT_LANE,
     _input_signature as _ostage_input_signature,
@@ -216,7 +217,16 @@ class ConvEngine(wiring.Component):
         descs = [desc(0), desc(1)]
 
         # ---------------------------------------------------------------- command / sweep FSM
-        a = Signal(CONV_CMD_LAYOUT)  # the instruction being swept
+        # Accept and check (registered, see engine.py); the verdicts are used in SETUP.
+        m.submodules.command = command = EngineCommand(
+            CONV_CMD_LAYOUT,
+            illegal=lambda f: ((f.in_w == 0) | (f.out_h == 0) | (f.out_w == 0) | (f.kh == 0) | (f.kw == 0)
+                               | (f.stride_y == 0) | (f.stride_x == 0) | (f.dil_y == 0) | (f.dil_x == 0)
+                               | (f.cin_blocks == 0) | (f.act_min > f.act_max)),
+            ranges=[(lambda f: f.prm_base, hw.prm_depth - 1)],
+        )
+        wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
+        a = command.fields  # the instruction being swept
         slot = Signal()  # descriptor slot of the command being set up / swept
         abits = _inp_addr_bits()
         # m1 = field - 1, registered once per command so that the loop ends are plain compares.
@@ -244,7 +254,6 @@ class ConvEngine(wiring.Component):
         f_kx, f_ky, f_cb = Signal(5), Signal(5), Signal(16)
 
         issue = Signal()
-        setup_bad = Signal()  # a zero-sized field or act_min > act_max, seen in SETUP
         last_ox = ox == ow_m1
         last_oy = oy == oh_m1
         last_kx = kx == kw_m1
@@ -261,11 +270,10 @@ class ConvEngine(wiring.Component):
                 # The command's descriptor slot may still serve the drain of the tile two
                 # commands back (when the tile in between had a single tap).
                 slot_busy = (drain_reading & (d_slot == slot)) | (v1 & (slot1 == slot))
-                m.d.comb += self.cmd.ready.eq(~error & ~slot_busy)
-                with m.If(self.cmd.valid & self.cmd.ready):
+                m.d.comb += command.enable.eq(~error & ~slot_busy)
+                with m.If(command.take):
                     pay = self.cmd.payload
                     m.d.sync += [
-                        a.eq(pay),
                         f_active.eq(1),
                         f_addr.eq(pay.wgt_base),
                         f_kx.eq(0), f_ky.eq(0), f_cb.eq(0),
@@ -284,10 +292,6 @@ class ConvEngine(wiring.Component):
                             ]
                     m.next = "SETUP"
             with m.State("SETUP"):
-                bad = ((a.in_w == 0) | (a.out_h == 0) | (a.out_w == 0) | (a.kh == 0) | (a.kw == 0)
-                       | (a.stride_y == 0) | (a.stride_x == 0) | (a.dil_y == 0) | (a.dil_x == 0)
-                       | (a.cin_blocks == 0) | (a.act_min > a.act_max))
-                m.d.comb += setup_bad.eq(bad)
                 m.d.comb += [self.prm.addr.eq(a.prm_base), self.prm.en.eq(1)]
                 m.d.sync += [
                     prm_pend.eq(1),
@@ -314,8 +318,8 @@ class ConvEngine(wiring.Component):
                     m.next = "IDLE"
 
         in_setup = sweep_fsm.ongoing("SETUP")
-        raise_if(in_setup & setup_bad, E.ILLEGAL_FIELD)
-        raise_if(in_setup & (a.prm_base >= hw.prm_depth), E.SRAM_RANGE)
+        raise_if(in_setup & command.illegal, E.ILLEGAL_FIELD)
+        raise_if(in_setup & command.out_of_range, E.SRAM_RANGE)
 
         # The parameter word arrives the cycle after SETUP; capture it into the command's slot.
         prm_bad = Signal()

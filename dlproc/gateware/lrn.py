@@ -38,6 +38,7 @@ from dlproc import isa
 from dlproc.numerics import LRN_MANT_BITS, LRN_MAX_SIZE, LRN_SUM_BITS, LRN_TABLE_SIZE, MAX_SHIFT, MULT_BITS
 
 from .conv import TAG_BITS, _read_port, inp_word_layout
+from .engine import EngineCommand
 from .output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature, prm_word_layout
 
 __all__ = ["LRN_CMD_LAYOUT", "LRNTAB_CMD_LAYOUT", "LrnEngine", "window_blocks"]
@@ -103,8 +104,24 @@ class LrnEngine(wiring.Component):
             m.d.comb += [wp.addr.eq(tab_waddr), wp.data.eq(tab_wdata), wp.en.eq(tab_we)]
             tables.append(rp)
 
-        a = Signal(LRN_CMD_LAYOUT)
-        t = Signal(LRNTAB_CMD_LAYOUT)
+        # Accept and check (registered, see engine.py). The instruction's fields are checked in
+        # SETUP, its INP/OUT ranges in RANGE; the table load's fields and ranges in TAB_CHECK.
+        m.submodules.command = command = EngineCommand(
+            LRN_CMD_LAYOUT,
+            illegal=lambda f: ((f.size == 0) | (f.size > LRN_MAX_SIZE) | (f.n_pix == 0) | (f.cin_blocks == 0)
+                               | (f.act_min > f.act_max)),
+            ranges=[(lambda f: f.inp_base + (f.cin_blocks - 1) * f.in_plane + f.n_pix, hw.inp_depth),
+                    (lambda f: f.out_base + f.cin_blocks * f.n_pix, hw.out_depth)],
+        )
+        m.submodules.tab_command = tab_command = EngineCommand(
+            LRNTAB_CMD_LAYOUT,
+            illegal=lambda f: f.count == 0,
+            ranges=[(lambda f: f.prm_base + f.count, hw.prm_depth),
+                    (lambda f: f.tab_base + (f.count - 1) * c, LRN_TABLE_SIZE - 1)],
+        )
+        wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
+        wiring.connect(m, wiring.flipped(self.tab_cmd), tab_command.cmd)
+        a, t = command.fields, tab_command.fields
         width = 40
         # LRN sweep counters.
         p = Signal(isa.SRAM_ADDR_BITS + 1)
@@ -115,7 +132,6 @@ class LrnEngine(wiring.Component):
         issue = Signal()
         last_cb, last_p = cb == a.cin_blocks - 1, p == a.n_pix - 1
         mask = Signal(TAP_LO + 1 + TAP_HI)  # tap t = -7..8 at bit t + 7
-        inp_end, out_end = Signal(width + 17), Signal(width + 17)
         # LRNTAB counters.
         w = Signal(16)
         lane_i = Signal(range(max(c, 2)))
@@ -126,13 +142,11 @@ class LrnEngine(wiring.Component):
         m.d.comb += self.prm.en.eq(0)
         with m.FSM(name="lrn") as fsm:
             with m.State("IDLE"):
-                m.d.comb += [self.cmd.ready.eq(~error & ~pipe_busy),
-                             self.tab_cmd.ready.eq(~error & ~pipe_busy & ~self.cmd.valid)]
-                with m.If(self.cmd.valid & self.cmd.ready):
-                    m.d.sync += a.eq(self.cmd.payload)
+                m.d.comb += [command.enable.eq(~error & ~pipe_busy),
+                             tab_command.enable.eq(~error & ~pipe_busy & ~self.cmd.valid)]
+                with m.If(command.take):
                     m.next = "SETUP"
-                with m.Elif(self.tab_cmd.valid & self.tab_cmd.ready):
-                    m.d.sync += t.eq(self.tab_cmd.payload)
+                with m.Elif(tab_command.take):
                     m.next = "TAB_CHECK"
             # ---- LRN
             with m.State("SETUP"):
@@ -144,18 +158,14 @@ class LrnEngine(wiring.Component):
                 m.d.sync += [
                     p.eq(0), cb.eq(0), ptag.eq(0),
                     pix_addr.eq(a.inp_base), addr.eq(a.inp_base), opix.eq(a.out_base), oaddr.eq(a.out_base),
-                    inp_end.eq(a.inp_base + (a.cin_blocks - 1) * a.in_plane + a.n_pix),
-                    out_end.eq(a.out_base + a.cin_blocks * a.n_pix),
                 ]
-                bad = ((a.size == 0) | (a.size > LRN_MAX_SIZE) | (a.n_pix == 0) | (a.cin_blocks == 0)
-                       | (a.act_min > a.act_max))
-                with m.If(bad):
+                with m.If(command.illegal):
                     fail(E.ILLEGAL_FIELD)
                     m.next = "IDLE"
                 with m.Else():
                     m.next = "RANGE"
             with m.State("RANGE"):
-                with m.If((inp_end > hw.inp_depth) | (out_end > hw.out_depth)):
+                with m.If(command.out_of_range):
                     fail(E.SRAM_RANGE)
                     m.next = "IDLE"
                 with m.Else():
@@ -172,12 +182,8 @@ class LrnEngine(wiring.Component):
                         m.next = "IDLE"
             # ---- LRNTAB
             with m.State("TAB_CHECK"):
-                with m.If(t.count == 0):
-                    fail(E.ILLEGAL_FIELD)
-                    m.next = "IDLE"
-                with m.Elif((t.prm_base + t.count > hw.prm_depth)
-                            | (t.tab_base + (t.count - 1) * c >= LRN_TABLE_SIZE)):
-                    fail(E.SRAM_RANGE)
+                with m.If(tab_command.fault):
+                    fail(tab_command.code)
                     m.next = "IDLE"
                 with m.Else():
                     m.d.sync += [w.eq(0), entry.eq(t.tab_base)]
@@ -305,6 +311,6 @@ class LrnEngine(wiring.Component):
             self.ost.tag.eq(Cat(c4.last, a.tag)),
         ]
         in_flight = [meta1.valid, meta2.valid, c1.valid, c2.valid, c3.valid, c4.valid] + [e.meta.valid for e in win]
-        m.d.comb += pipe_busy.eq(sum(in_flight, start=0).bool())
+        m.d.comb += pipe_busy.eq(Cat(*in_flight).any())
         m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | pipe_busy)
         return m

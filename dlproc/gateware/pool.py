@@ -32,6 +32,7 @@ from dlproc import isa
 from dlproc.numerics import MAX_SHIFT, MULT_BITS
 
 from .conv import TAG_BITS, _read_port, inp_word_layout
+from .engine import EngineCommand
 from .output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature, prm_word_layout
 
 __all__ = ["POOL_CMD_LAYOUT", "PoolEngine"]
@@ -84,7 +85,16 @@ class PoolEngine(wiring.Component):
         code = Signal(4)
         m.d.comb += [self.error.eq(error), self.error_code.eq(code)]
 
-        a = Signal(POOL_CMD_LAYOUT)
+        # Accept (registered, see engine.py); the field check is used in SETUP, the address
+        # ranges are checked as the sweep forms the addresses.
+        m.submodules.command = command = EngineCommand(
+            POOL_CMD_LAYOUT,
+            illegal=lambda f: ((f.in_w == 0) | (f.out_h == 0) | (f.out_w == 0) | (f.kh == 0) | (f.kw == 0)
+                               | (f.stride_y == 0) | (f.stride_x == 0) | (f.z_size == 0)
+                               | (f.act_min > f.act_max)),
+        )
+        wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
+        a = command.fields
         abits = _pool_addr_bits()
         row_step = Signal(abits)  # stride_y * in_w
         plane_base, orow_base, opix_base, krow_base, addr = (
@@ -114,9 +124,8 @@ class PoolEngine(wiring.Component):
             with m.State("IDLE"):
                 # The last windows of the previous command still read ``a`` (mode, zero point,
                 # tag) in stages 1 to 3, so a new command waits until they have left.
-                m.d.comb += self.cmd.ready.eq(~error & ~s1_valid & ~s2_valid & ~s3_valid)
-                with m.If(self.cmd.valid & self.cmd.ready):
-                    m.d.sync += a.eq(self.cmd.payload)
+                m.d.comb += command.enable.eq(~error & ~s1_valid & ~s2_valid & ~s3_valid)
+                with m.If(command.take):
                     m.next = "SETUP"
             with m.State("SETUP"):
                 m.d.sync += [
@@ -162,9 +171,7 @@ class PoolEngine(wiring.Component):
 
         errs.append((fsm.ongoing("PRM_WAIT") & prm_bad, E.ILLEGAL_FIELD))
         in_setup = fsm.ongoing("SETUP")
-        bad = ((a.in_w == 0) | (a.out_h == 0) | (a.out_w == 0) | (a.kh == 0) | (a.kw == 0)
-               | (a.stride_y == 0) | (a.stride_x == 0) | (a.z_size == 0) | (a.act_min > a.act_max))
-        errs.insert(0, (in_setup & bad, E.ILLEGAL_FIELD))
+        errs.insert(0, (in_setup & command.illegal, E.ILLEGAL_FIELD))
         errs.append((fsm.ongoing("PLANE_PRM") & is_avg & (prm_addr >= hw.prm_depth), E.SRAM_RANGE))
         errs.append((issue & (addr >= hw.inp_depth), E.SRAM_RANGE))
         errs.append((issue & (pix >= self.acc_depth), E.SRAM_RANGE))

@@ -34,6 +34,7 @@ from dlproc import isa
 from dlproc.numerics import SOFTMAX_EXP_BITS, SOFTMAX_MAX_CHANNELS, SOFTMAX_OUT_SHIFT, SOFTMAX_RECIP_BITS
 
 from .conv import TAG_BITS, _read_port, inp_word_layout
+from .engine import EngineCommand
 from .output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature, prm_word_layout
 
 __all__ = ["SOFTMAX_CMD_LAYOUT", "SMXTAB_CMD_LAYOUT", "SoftmaxEngine"]
@@ -91,14 +92,29 @@ class SoftmaxEngine(wiring.Component):
             m.d.comb += [wp.addr.eq(tab_waddr), wp.data.eq(tab_wdata), wp.en.eq(tab_we)]
             tables.append(mem.read_port())
 
-        a = Signal(SOFTMAX_CMD_LAYOUT)
-        t = Signal(SMXTAB_CMD_LAYOUT)
+        # Accept and check (registered, see engine.py). The instruction's fields are checked in
+        # SETUP, its INP/OUT ranges in RANGE; the table load's fields and ranges in TAB_CHECK.
+        m.submodules.command = command = EngineCommand(
+            SOFTMAX_CMD_LAYOUT,
+            illegal=lambda f: ((f.n_pix == 0) | (f.cin_blocks == 0) | (f.channels == 0)
+                               | (f.channels > SOFTMAX_MAX_CHANNELS)),
+            ranges=[(lambda f: f.inp_base + (f.cin_blocks - 1) * f.in_plane + f.n_pix, hw.inp_depth),
+                    (lambda f: f.out_base + f.cin_blocks * f.n_pix, hw.out_depth)],
+        )
+        m.submodules.tab_command = tab_command = EngineCommand(
+            SMXTAB_CMD_LAYOUT,
+            illegal=lambda f: f.count == 0,
+            ranges=[(lambda f: f.prm_base + f.count, hw.prm_depth),
+                    (lambda f: f.tab_base + (f.count - 1) * c, size - 1)],
+        )
+        wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
+        wiring.connect(m, wiring.flipped(self.tab_cmd), tab_command.cmd)
+        a, t = command.fields, tab_command.fields
         width = 40
         p = Signal(isa.SRAM_ADDR_BITS + 1)
         cb = Signal(16)
         pix_addr, addr = Signal(width), Signal(width)
         opix, oaddr = Signal(width), Signal(width)
-        inp_end, out_end = Signal(width + 17), Signal(width + 17)
         issue = Signal()
         last_cb, last_p = cb == a.cin_blocks - 1, p == a.n_pix - 1
         phase = Signal(2)  # of the issued word: 0 MAX, 1 SUM, 2 OUT
@@ -119,30 +135,25 @@ class SoftmaxEngine(wiring.Component):
         m.d.comb += self.prm.en.eq(0)
         with m.FSM(name="softmax") as fsm:
             with m.State("IDLE"):
-                m.d.comb += [self.cmd.ready.eq(~error & ~pipe_busy),
-                             self.tab_cmd.ready.eq(~error & ~pipe_busy & ~self.cmd.valid)]
-                with m.If(self.cmd.valid & self.cmd.ready):
-                    m.d.sync += a.eq(self.cmd.payload)
+                m.d.comb += [command.enable.eq(~error & ~pipe_busy),
+                             tab_command.enable.eq(~error & ~pipe_busy & ~self.cmd.valid)]
+                with m.If(command.take):
                     m.next = "SETUP"
-                with m.Elif(self.tab_cmd.valid & self.tab_cmd.ready):
-                    m.d.sync += t.eq(self.tab_cmd.payload)
+                with m.Elif(tab_command.take):
                     m.next = "TAB_CHECK"
             # ---- SOFTMAX
             with m.State("SETUP"):
                 m.d.sync += [
                     p.eq(0), cb.eq(0), pix_addr.eq(a.inp_base), addr.eq(a.inp_base),
                     opix.eq(a.out_base), oaddr.eq(a.out_base),
-                    inp_end.eq(a.inp_base + (a.cin_blocks - 1) * a.in_plane + a.n_pix),
-                    out_end.eq(a.out_base + a.cin_blocks * a.n_pix),
                 ]
-                with m.If((a.n_pix == 0) | (a.cin_blocks == 0) | (a.channels == 0)
-                          | (a.channels > SOFTMAX_MAX_CHANNELS)):
+                with m.If(command.illegal):
                     fail(E.ILLEGAL_FIELD)
                     m.next = "IDLE"
                 with m.Else():
                     m.next = "RANGE"
             with m.State("RANGE"):
-                with m.If((inp_end > hw.inp_depth) | (out_end > hw.out_depth)):
+                with m.If(command.out_of_range):
                     fail(E.SRAM_RANGE)
                     m.next = "IDLE"
                 with m.Else():
@@ -190,11 +201,8 @@ class SoftmaxEngine(wiring.Component):
                         m.next = "PIXEL"
             # ---- SMXTAB
             with m.State("TAB_CHECK"):
-                with m.If(t.count == 0):
-                    fail(E.ILLEGAL_FIELD)
-                    m.next = "IDLE"
-                with m.Elif((t.prm_base + t.count > hw.prm_depth) | (t.tab_base + (t.count - 1) * c >= size)):
-                    fail(E.SRAM_RANGE)
+                with m.If(tab_command.fault):
+                    fail(tab_command.code)
                     m.next = "IDLE"
                 with m.Else():
                     m.d.sync += [w.eq(0), entry.eq(t.tab_base)]

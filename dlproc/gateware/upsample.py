@@ -28,6 +28,7 @@ from amaranth.lib.wiring import In, Out
 from dlproc import isa
 
 from .conv import TAG_BITS, _read_port, inp_word_layout
+from .engine import EngineCommand
 from .output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature
 
 __all__ = ["UPSAMPLE_CMD_LAYOUT", "UpsampleEngine"]
@@ -62,7 +63,14 @@ class UpsampleEngine(wiring.Component):
         code = Signal(4)
         m.d.comb += [self.error.eq(error), self.error_code.eq(code)]
 
-        a = Signal(UPSAMPLE_CMD_LAYOUT)
+        # Accept (registered, see engine.py); the zero-size check is the only one before the sweep.
+        m.submodules.command = command = EngineCommand(
+            UPSAMPLE_CMD_LAYOUT,
+            illegal=lambda f: ((f.out_h == 0) | (f.out_w == 0) | (f.z_size == 0) | (f.in_w == 0)
+                               | (f.scale_y == 0) | (f.scale_x == 0)),
+        )
+        wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
+        a = command.fields
         # Every address is checked when it is issued and grows by less than 2**20 per step from a
         # checked one, so 22 bits can never wrap before a check fails (no multiplier needed).
         width = isa.SRAM_ADDR_BITS + 2
@@ -77,9 +85,8 @@ class UpsampleEngine(wiring.Component):
 
         with m.FSM(name="upsample") as fsm:
             with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(~error & ~s1)
-                with m.If(self.cmd.valid & self.cmd.ready):
-                    m.d.sync += a.eq(self.cmd.payload)
+                m.d.comb += command.enable.eq(~error & ~s1)
+                with m.If(command.take):
                     m.next = "SETUP"
             with m.State("SETUP"):
                 m.d.sync += [
@@ -87,8 +94,7 @@ class UpsampleEngine(wiring.Component):
                     plane_base.eq(a.inp_base), row_base.eq(a.inp_base), addr.eq(a.inp_base),
                     q.eq(a.out_base),
                 ]
-                with m.If((a.out_h == 0) | (a.out_w == 0) | (a.z_size == 0) | (a.in_w == 0)
-                          | (a.scale_y == 0) | (a.scale_x == 0)):
+                with m.If(command.illegal):
                     m.d.sync += [error.eq(1), code.eq(E.ILLEGAL_FIELD)]
                     m.next = "IDLE"
                 with m.Else():
