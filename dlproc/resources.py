@@ -249,12 +249,12 @@ def _in_gateware(config: Any, block: str) -> bool:
     """Whether the gateware generated for ``config`` contains ``block``.
 
     The optional blocks the processor can build are flags of :class:`dlproc.isa.HardwareParams`,
-    derived from the configuration's switches; blocks it has no gateware for (a dedicated FC
-    module, element-wise multiply) are estimated for planning but reported as not generated.
+    derived from the configuration's switches; blocks it has no gateware for (element-wise
+    multiply) are estimated for planning but reported as not generated.
     """
     from .isa import HardwareParams
 
-    flag = {"adder": "adder", "segmentation": "upsample", "lrn": "lrn", "softmax": "softmax"}.get(block)
+    flag = {"adder": "adder", "segmentation": "upsample", "lrn": "lrn", "softmax": "softmax", "fc": "fc"}.get(block)
     return bool(flag) and bool(getattr(HardwareParams.from_config(config), flag))
 
 
@@ -329,15 +329,21 @@ def estimate_resources(config: Any, device: str | Device | None = None, include_
             rows.append(ModuleEstimate(f"buffers.{buf}", 0, 0, blocks, bits, 0,
                                        f"{shape.depth} x {shape.width_bits} bits (both halves)"))
     if config.module_enabled("fc"):
-        t = config.fc_threads
+        # The FC engine (dlproc.gateware.fc): F = hw.fc_lanes int8 multipliers and an adder tree,
+        # the x buffer as F byte banks (fc.InputMemorySize elements); the weights stream through
+        # WGT and the results through the shared output stage, so there is no output memory.
+        from .isa import fc_sizes
+
+        sizes = fc_sizes(config)
+        t = sizes["fc_lanes"]
         fc_ram, fc_bits = 0, 0
-        for prop in ("InputMemorySize", "OutputMemorySize"):
-            blocks, bits = _mem(2 * math.ceil(config.get_module_property("fc", prop) / t), 8 * t, dev)
+        for _ in range(t):
+            blocks, bits = _mem(sizes["fc_in_depth"] // t, 8, dev)
             fc_ram += blocks
             fc_bits += bits
-        rows.append(ModuleEstimate("fc", dsp_for(int8=t) + dsp_for(m18=t, m27=t),
+        rows.append(ModuleEstimate("fc", dsp_for(int8=t),
                                    round(_CAL["fc_fixed"] + _CAL["fc_per_lane"] * t), fc_ram, fc_bits, t,
-                                   f"{t} MAC lanes, input/output buffers double-buffered",
+                                   f"{t} MAC lanes, x buffer {sizes['fc_in_depth']} elements in {t} byte banks",
                                    generated=_in_gateware(config, "fc")))
     if config.module_enabled("adder"):
         # The add engine (dlproc.gateware.add) reads both operands from INP and writes OUT through

@@ -63,7 +63,20 @@ def test_switches_come_from_the_config():
     assert not hw.upsample and not hw.lrn
 
 
-BLOCKS = {"adder": "add", "upsample": "upsample", "lrn": "lrn", "softmax": "softmax"}  # flag -> submodule
+BLOCKS = {"adder": "add", "upsample": "upsample", "lrn": "lrn", "softmax": "softmax", "fc": "fc"}  # flag -> submodule
+
+
+def test_fc_engine_follows_the_fc_module():
+    cfg = ProcessorConfig()
+    cfg.set_module_property("fc", "FCThreadNumber", 8)
+    cfg.set_module_property("fc", "InputMemorySize", 1000)
+    hw = isa.HardwareParams.from_config(cfg)
+    assert hw.fc and hw.fc_lanes == 8 and hw.fc_in_depth == 1000 and hw.fc_out_max == 4096
+    cfg.set_module_property("fc", "FCThreadNumber", 64)  # more lanes than one C*C = 16-byte WGT word feeds
+    assert isa.HardwareParams.from_config(cfg).fc_lanes == 16
+    cfg.set_module_property("fc", "ModuleGeneration", False)
+    hw = isa.HardwareParams.from_config(cfg)
+    assert not hw.fc and not hw.has_block(isa.Opcode.FC)
 
 
 @pytest.mark.parametrize("flag", list(BLOCKS))

@@ -45,7 +45,7 @@ def load_config(config: Path | None, preset: str | None) -> Any:
     return ProcessorConfig.load(config) if config is not None else ProcessorConfig.preset(preset)
 
 
-def load_quantized(model: str, calibration: str | None, weights: str | None = None) -> Any:
+def load_quantized(model: str, calibration: str | None, weights: str | None = None, config: Any = None) -> Any:
     """A QuantizedNetwork from a .dlq file, or a float model quantized on the calibration data."""
     from ..quant import QuantizedNetwork, Quantizer
     from ..quant.data import resolve_model
@@ -59,7 +59,8 @@ def load_quantized(model: str, calibration: str | None, weights: str | None = No
                            "from dlproc quantize")
     from ..frontends import load_network
 
-    quantizer = Quantizer(load_network(resolve_model(model), weights=weights))
+    # With the configuration, a softmax becomes the softmax block's int8 softmax when the block exists.
+    quantizer = Quantizer(load_network(resolve_model(model), weights=weights), config=config)
     quantizer.calibrate(calibration)
     return quantizer.quantize()
 
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         base = int(args.base, 0)
     except ValueError:
         raise CompileError(f"--base {args.base!r} is not an integer (e.g. 0x10000000)") from None
-    qnet = load_quantized(args.model, args.calibration, args.weights)
+    qnet = load_quantized(args.model, args.calibration, args.weights, config)
     cn = compile_network(qnet, config, base=base, fold_input=not args.no_fold)
     cn.save(args.output)
     if args.json:

@@ -190,6 +190,10 @@ def _weight_images(geom: Geometry, ops: list[HwOp]) -> tuple[list[dict[str, tupl
         elif op.kind == "convtranspose":
             w, p = layeremit.convtranspose_images(geom, op.spec, op.in_shape)
             blobs = [("wgt", w), ("prm", p)]
+        elif op.kind == "fc":
+            blobs = list(zip(("wgt", "prm"), layeremit.fc_images(geom, op.spec, op.in_shape)))
+        elif op.kind == "softmax":
+            blobs = [("prm", layeremit.softmax_table_image(geom, op.spec))]
         else:  # add, upsample: no parameters
             blobs = []
         img = images[op.weights]
@@ -286,7 +290,8 @@ def compile_network(qnet: Any, config: Any, *, base: int = 0, fold_input: bool =
                 emitted = layeremit.emit_add(geom, op.spec, op.in_shape, addrs, addr_of_tensor(op.src2), config)
             else:
                 emit = {"conv": layeremit.emit_conv, "pool": layeremit.emit_pool, "upsample": layeremit.emit_upsample,
-                        "lrn": layeremit.emit_lrn, "convtranspose": layeremit.emit_convtranspose}[op.kind]
+                        "lrn": layeremit.emit_lrn, "convtranspose": layeremit.emit_convtranspose,
+                        "fc": layeremit.emit_fc, "softmax": layeremit.emit_softmax}[op.kind]
                 emitted = emit(geom, op.spec, op.in_shape, addrs, config)
         except CompileError as exc:
             raise CompileError(f"layer {op.layer!r}: {exc}") from None
@@ -336,7 +341,7 @@ def compile_network(qnet: Any, config: Any, *, base: int = 0, fold_input: bool =
         q = qnet[name]
         region, off = where[name]
         outputs.append(TensorEntry(name, q.shape.as_tuple(), float(q.scale), int(q.zero_point), offsets[region] + off))
-    notices = [a.notice for a in assignments if not a.hw and a.notice]
+    notices = [a.notice for a in assignments if a.notice]  # software layers and hardware fallbacks
     return CompiledNetwork(
         name=qnet.name, config=config.to_dict(), config_hash=config.config_hash(), c=geom.c,
         bus_bytes=geom.bus_bytes, clock_mhz=float(config.target_frequency_mhz), memory_map=mm,

@@ -20,7 +20,8 @@ from dlproc.isasim import Geometry
 
 __all__ = ["EmittedLayer", "emit_conv", "emit_pool", "conv_images", "pool_param_image", "conv_out_shape",
            "pool_out_shape", "emit_add", "emit_upsample", "emit_lrn", "lrn_table_image", "upsample_out_shape",
-           "convtranspose_out_shape", "convtranspose_images", "convtranspose_macs", "emit_convtranspose"]
+           "convtranspose_out_shape", "convtranspose_images", "convtranspose_macs", "emit_convtranspose",
+           "fc_fit", "fc_images", "emit_fc", "softmax_table_image", "emit_softmax"]
 
 
 @dataclass
@@ -129,3 +130,34 @@ def emit_convtranspose(geom: Geometry, layer: layerprog.ConvTransposeLayer, in_s
     """The phases' instructions (joined by barriers, no MARK, no FINISH) and the summary plan."""
     phases, plan = layerprog.plan_convtranspose(geom, layer, in_shape, addrs, config)
     return EmittedLayer(layerprog.emit_convtranspose(phases, geom, mark_index=None, finish=False), plan)
+
+
+# -- fc module: FC engine and softmax block ------------------------------------------------------
+def fc_fit(geom: Geometry, layer: layerprog.FcLayer, in_shape: tuple[int, int, int]) -> dict[str, int]:
+    """How the FC engine runs ``layer`` ({"co", "n_in", "tile", ...}); CompileError if it does not fit."""
+    s = layerprog._fc_shape(geom, layer, in_shape)
+    return {"co": s.co, "n_in": s.n_in, "slices": s.slices, "tile": s.tile}
+
+
+def fc_images(geom: Geometry, layer: layerprog.FcLayer, in_shape: tuple[int, int, int]) -> tuple[bytes, bytes]:
+    """(weight stream, parameter image) of an FC layer on the FC engine."""
+    weights, _ = layerprog.pack_fc_weights(geom, layer, in_shape)
+    return weights, layerprog.pack_fc_params(geom, layer, in_shape)
+
+
+def emit_fc(geom: Geometry, layer: layerprog.FcLayer, in_shape: tuple[int, int, int], addrs: layerprog.ConvAddrs,
+            config: object = None) -> EmittedLayer:
+    steps, plan = layerprog.plan_fc(geom, layer, in_shape, addrs, config)
+    return EmittedLayer(_strip(steps, plan), plan)
+
+
+def softmax_table_image(geom: Geometry, layer: layerprog.SoftmaxLayer) -> bytes:
+    """The softmax exp table in PRM words (placed in the fc weight region)."""
+    return layerprog.pack_softmax_table(geom, layer)
+
+
+def emit_softmax(geom: Geometry, layer: layerprog.SoftmaxLayer, shape: tuple[int, int, int],
+                 addrs: layerprog.ConvAddrs, config: object = None) -> EmittedLayer:
+    """The exp table load (from ``addrs.prm``: LOAD PRM / SMXTAB) followed by the SOFTMAX tiles."""
+    steps, plan = layerprog.plan_softmax(geom, layer, shape, addrs, config)
+    return EmittedLayer(layerprog.softmax_table_stream(geom, addrs.prm) + _strip(steps, plan), plan)

@@ -4,7 +4,11 @@ What each hardware layer becomes:
 
 * ``conv`` -> one conv op (batch norm and the activation were fused into it by the importer and the
   quantizer: the activation is the requantization clamp, leaky ReLU the negative multiplier).
-* ``fc`` -> a convolution whose kernel covers the whole input plane (H x W, no padding) over the
+* ``fc`` -> an FC op on the FC engine when the configuration has it (fc.ModuleGeneration) and the
+  layer fits it (inputs within fc.InputMemorySize and an INP half, C outputs' weights within a WGT
+  half); the input tensor is read as it is (x element (cb*H*W + pixel)*C + lane), the weight
+  columns are permuted to that order. Otherwise (hardware fallback, with a notice/note):
+  a convolution whose kernel covers the whole input plane (H x W, no padding) over the
   producer's tensor as it is, so no flatten/relayout is needed: weight (Co, C*H*W) in C, H, W
   order is exactly an OIHW kernel (Co, C, H, W). The output is (Co, 1, 1).
 * ``maxpool`` / ``avgpool`` / ``global_avgpool`` -> a pool op (separate POOL instructions after
@@ -20,6 +24,8 @@ What each hardware layer becomes:
 * ``upsample`` -> an UPSAMPLE op (nearest, integer factors; the segmentation block).
 * ``lrn`` -> an LRN op: the layer's table (``lrn_mult``/``lrn_shift``) is placed in the conv weight
   region and loaded into the LRN block (LOAD PRM + LRNTAB) before the tiles (the LRN block).
+* ``softmax`` (quantized int8 for the softmax block) -> the exp table load (LOAD PRM + SMXTAB) and
+  SOFTMAX tiles over the channels (the softmax block).
 * ``concat`` -> no instructions: every input is written by its producer straight into its
   channel-block slice of the concat tensor (the DRAM layout is channel-block major, so a slice is
   itself a valid tensor). An input that cannot be written in place (the network input, a tensor
@@ -42,7 +48,9 @@ from typing import Any
 import numpy as np
 
 from dlproc.errors import CompileError
-from dlproc.layerprog import AddLayer, ConvLayer, ConvTransposeLayer, LrnLayer, PoolLayer, UpsampleLayer
+from dlproc import isa
+from dlproc.layerprog import (AddLayer, ConvLayer, ConvTransposeLayer, FcLayer, LrnLayer, PoolLayer, SoftmaxLayer,
+                              UpsampleLayer, fc_out_shape)
 
 from . import layeremit
 
@@ -179,6 +187,8 @@ class _Lowerer:
                 out_shape = layeremit.upsample_out_shape(spec, in_shape)
             elif kind == "convtranspose":
                 out_shape = layeremit.convtranspose_out_shape(spec, in_shape)
+            elif kind == "fc":
+                out_shape = fc_out_shape(spec)
             else:  # add, lrn: the shape of the input
                 out_shape = in_shape
         except CompileError as exc:
@@ -247,6 +257,8 @@ class _Lowerer:
         if weight.shape[1] != c * h * w:
             raise CompileError(f"layer {layer.name!r} (fc): weight has {weight.shape[1]} inputs, the input tensor "
                                f"{c}x{h}x{w} has {c * h * w}")
+        if self.geom.hw.has_block(isa.Opcode.FC) and self._lower_fc_engine(layer, src, (c, h, w)):
+            return
         if h > 31 or w > 31:
             raise CompileError(f"layer {layer.name!r} (fc) reads a {h}x{w} plane; it runs as an {h}x{w} convolution "
                                "and the CONV kernel is at most 31x31 (add a pooling layer before it)")
@@ -254,6 +266,31 @@ class _Lowerer:
                           groups=1)
         shape = self._op(layer, "conv", spec, src.name, layer.name, co * c * h * w, weights="fc",
                          note=f"fc as a {h}x{w} conv over the {c}-channel input")
+        self._add_tensor(layer.name, shape)
+
+    def _lower_fc_engine(self, layer: Any, src: Any, in_shape: tuple[int, int, int]) -> bool:
+        """FC on the FC engine (fc module); False (with a note) if the layer does not fit it."""
+        p = layer.params
+        spec = FcLayer(weight=p["weight"], bias=p["bias"], mult=p["mult"], shift=p["shift"], mult_neg=p.get("mult_neg"),
+                       zp_in=int(src.zero_point), zp_out=int(layer.zero_point), act_min=int(layer.act_min),
+                       act_max=int(layer.act_max))
+        try:
+            s = layeremit.fc_fit(self.geom, spec, in_shape)
+        except CompileError as exc:
+            self.notes.append(f"{layer.name}: does not fit the FC engine ({exc}); it runs on the conv module as a "
+                              "convolution (hardware fallback)")
+            return False
+        c, h, w = in_shape
+        shape = self._op(layer, "fc", spec, src.name, layer.name, s["co"] * c * h * w, weights="fc",
+                         note=f"fc on the FC engine ({self.geom.hw.fc_lanes} lanes, {s['tile']} outputs per tile)")
+        self._add_tensor(layer.name, shape)
+        return True
+
+    def _lower_softmax(self, layer: Any) -> None:
+        """Softmax on the softmax block: exp table load, then SOFTMAX tiles over the channels."""
+        src = self.qnet[layer.inputs[0]]
+        spec = SoftmaxLayer(exp_table=np.asarray(layer.params["exp_table"]))
+        shape = self._op(layer, "softmax", spec, src.name, layer.name, note="softmax on the softmax block")
         self._add_tensor(layer.name, shape)
 
     def _pool(self, layer: Any, spec: PoolLayer, note: str = "") -> None:

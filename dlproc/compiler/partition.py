@@ -5,7 +5,10 @@ runs on the host (MATLAB prints the same after its layer list). A layer that the
 cannot run and that has no software fallback is a :class:`CompileError` naming the property to
 turn on: ``add``, ``upsample`` and ``lrn`` run on optional blocks (adder.ModuleGeneration,
 conv.SegmentationBlockGeneration, conv.LRNBlockGeneration), decided by
-``isa.HardwareParams.has_block``.
+``isa.HardwareParams.has_block``. ``fc`` runs on the FC engine when fc.ModuleGeneration is on, else
+on the conv module as a convolution (a hardware fallback with a notice); ``softmax`` runs on the
+softmax block (SMXTAB/SOFTMAX) when the configuration has it and the network was quantized for it
+(an int8 softmax layer), else on the host in float with a notice.
 
 A transposed convolution (``convtranspose``) runs on the conv engine as stride-1 convolutions
 of its output phases (``docs/compiler.md``), so it needs only conv.ModuleGeneration, not the
@@ -69,9 +72,20 @@ def _assign(layer: Any, config: Any) -> Assignment:
         return Assignment(name, op, False, f"{name} (input) runs in software: the host quantizes the float "
                                            "input (and folds the first layer's taps, if any) before the run")
     if op == "softmax":
-        if _switch(config, "fc", "SoftmaxBlockGeneration"):
-            why = ("SoftmaxBlockGeneration is on, but the compiler does not use the SOFTMAX instruction yet, "
+        int8 = bool(getattr(layer, "hardware", False)) and "exp_table" in getattr(layer, "params", {})
+        if int8 and not _has_block(config, isa.Opcode.SOFTMAX):
+            # The host has only the float softmax, which is not what this network was quantized to.
+            raise CompileError(f"layer {name!r} (softmax) was quantized as the softmax block's int8 softmax; turn on "
+                               "fc.SoftmaxBlockGeneration and fc.ModuleGeneration, or quantize the network without "
+                               "the block for a float softmax on the host")
+        if _has_block(config, isa.Opcode.SOFTMAX):
+            if int8:
+                return Assignment(name, op, True)  # SMXTAB + SOFTMAX on the softmax block
+            why = ("the network was quantized without the softmax block (float softmax); quantize it with "
+                   "this configuration (Quantizer(net, config=...)) to run the int8 softmax on the block, "
                    "so the host computes it in float")
+        elif _switch(config, "fc", "SoftmaxBlockGeneration"):
+            why = "fc.ModuleGeneration is off, which removes the softmax block (the host computes it in float)"
         else:
             why = "SoftmaxBlockGeneration is off (the host computes it in float)"
         return Assignment(name, op, False, f"{name} (softmax) runs in software because {why}")
@@ -82,6 +96,9 @@ def _assign(layer: Any, config: Any) -> Assignment:
         if not config.module_enabled("conv"):
             raise CompileError(f"layer {name!r} ({op}) runs on the conv module, which is disabled; "
                                "turn on conv.ModuleGeneration")
+        if op == "fc" and not _has_block(config, isa.Opcode.FC):
+            return Assignment(name, op, True, f"{name} (fc) runs on the conv module as a convolution (hardware "
+                                              "fallback) because fc.ModuleGeneration is off")
         return Assignment(name, op, True)
     if op in _BLOCK_OPS:
         opcode, what = _BLOCK_OPS[op]

@@ -121,6 +121,7 @@ class TimingParams:
     #: a STORE interleaving a LOAD's data costs it store_bubble_bursts * max_burst + latency /
     #: outstanding cycles (calibrated on the RTL at 40 and 80 cycles of DDR latency)
     store_bubble_bursts: int = 3
+    fc_lanes: int = 4  #: the FC engine's lanes F (one weight slice of F bytes per cycle)
 
     @classmethod
     def from_config(cls, config: Any, *, ddr_queue: int = 8) -> "TimingParams":
@@ -147,7 +148,7 @@ class TimingParams:
             ddr_latency=max(1, int(config.ddr_latency_cycles)), ddr_queue=ddr_queue, max_burst=hw.max_burst,
             read_credits=hw.read_credits, fetch_credits=2 * hw.max_burst, queue_depth=hw.queue_depth,
             outstanding=min(arb_outstanding, ddr_queue), acc_stages=acc_stages, ostage_latency=ostage,
-            acc_depth=int(default_acc_depth(hw)),
+            acc_depth=int(default_acc_depth(hw)), fc_lanes=hw.fc_lanes,
             elem_beats={b: hw.elem_beats(b) for b in ("INP", "WGT", "PRM", "OUT")},
         )
 
@@ -167,7 +168,7 @@ def _row_bursts(start_beat: int, row_beats: int, mb: int) -> tuple[int, int, int
     return n, first, last
 
 
-def _serial_work(insn: isa.Instruction, c: int) -> tuple[int, bool]:
+def _serial_work(insn: isa.Instruction, c: int, fc_lanes: int = 4) -> tuple[int, bool]:
     """(engine cycles, writes OUT) of an optional-block instruction, from the engines' docstrings:
     ADD one word per 2 cycles, UPSAMPLE and LRN one word per cycle, LRNTAB/SMXTAB one table entry
     (lane) per cycle, SOFTMAX 3 * cin_blocks + 65 cycles per pixel."""
@@ -183,6 +184,10 @@ def _serial_work(insn: isa.Instruction, c: int) -> tuple[int, bool]:
         return f["n_pix"] * (3 * f["cin_blocks"] + 65), True
     if name in ("LrnTab", "SmxTab"):
         return f["count"] * c, False
+    if name == "Fc":  # dlproc.gateware.fc: setup 3, x copy, one weight slice of F bytes per cycle
+        lanes = fc_lanes
+        copy = -(-f["n_in"] // c) * -(-c // lanes) + 1 if f["load_x"] else 0
+        return 3 + copy + f["n_out"] * -(-f["n_in"] // lanes), True
     raise EstimateError(f"the estimator has no timing for {name.upper()} instructions")
 
 
@@ -671,7 +676,7 @@ class _Machine:
             # everything before them has completed; their per-word rates are the ones their
             # gateware documents (not validated on the RTL yet, see docs/estimator.md).
             a = max(x, self.last_done + tp.all_done_gap, self.pool_idle)
-            work, outputs = _serial_work(insn, tp.c)
+            work, outputs = _serial_work(insn, tp.c, tp.fc_lanes)
             done = a + work + tp.pool_done + (tp.ostage_latency if outputs else 0) - tp.ostage_latency
             self.start[i] = a
             self.end[i] = done

@@ -13,8 +13,9 @@ It sits between the load and store units of the decoupled access/execute pipelin
   :class:`~dlproc.gateware.add.AddEngine` (ADD, ``hw.adder``) and the
   :class:`~dlproc.gateware.upsample.UpsampleEngine` (UPSAMPLE, ``hw.upsample``), the
   :class:`~dlproc.gateware.lrn.LrnEngine` (LRNTAB, LRN, ``hw.lrn``) and the
-  :class:`~dlproc.gateware.softmax.SoftmaxEngine` (SMXTAB, SOFTMAX, ``hw.softmax``). Like POOL,
-  their instructions start when everything before them has completed.
+  :class:`~dlproc.gateware.softmax.SoftmaxEngine` (SMXTAB, SOFTMAX, ``hw.softmax``) and the
+  :class:`~dlproc.gateware.fc.FcEngine` (FC, ``hw.fc``; it shares the WGT read port with the conv
+  engine). Like POOL, their instructions start when everything before them has completed.
 
 Token ports (the core's token counters sit outside; one cycle pulses, ``*_pop`` only while the
 matching ``*_valid`` is high):
@@ -58,6 +59,7 @@ from dlproc import isa
 from .lrn import LrnEngine
 from .conv import CONV_CMD_LAYOUT, ConvEngine, _read_port, inp_word_layout, wgt_word_layout
 from .add import AddEngine
+from .fc import FcEngine
 from .output_stage import OutputStage, out_word_layout, prm_word_layout
 from .pool import POOL_CMD_LAYOUT, PoolEngine
 from .softmax import SoftmaxEngine
@@ -153,6 +155,10 @@ class ComputeUnit(wiring.Component):
             m.submodules.softmax = eng = SoftmaxEngine(self.hw)
             extra[isa.Opcode.SOFTMAX] = (eng, eng.cmd)
             extra[isa.Opcode.SMXTAB] = (eng, eng.tab_cmd)
+        if self.hw.fc:
+            # The FC engine (fc module) runs like POOL: when everything before it has completed.
+            m.submodules.fc = eng = FcEngine(self.hw)
+            extra[isa.Opcode.FC] = (eng, eng.cmd)
         serial = [pool]  # engines that run only when everything else is done
         for eng, _ in extra.values():
             if eng not in serial:
@@ -182,7 +188,19 @@ class ComputeUnit(wiring.Component):
         ]
         m.d.comb += [eng.inp.data.eq(self.inp.data) for eng in serial]
         m.d.comb += [eng.prm.data.eq(self.prm.data) for eng in prm_users]
-        wiring.connect(m, conv.wgt, wiring.flipped(self.wgt))
+        wgt_users = [eng for eng in serial if hasattr(eng, "wgt")]  # the FC engine streams WGT too
+        if wgt_users:
+            wgt_addr = conv.wgt.addr
+            for eng in wgt_users:
+                wgt_addr = Mux(eng.wgt.en, eng.wgt.addr, wgt_addr)
+            m.d.comb += [
+                self.wgt.addr.eq(wgt_addr),
+                self.wgt.en.eq(conv.wgt.en | sum((eng.wgt.en for eng in wgt_users), start=0).bool()),
+                conv.wgt.data.eq(self.wgt.data),
+            ]
+            m.d.comb += [eng.wgt.data.eq(self.wgt.data) for eng in wgt_users]
+        else:
+            wiring.connect(m, conv.wgt, wiring.flipped(self.wgt))
         # The same argument holds for the output stage: a serial engine's last item entered it
         # before a CONV can even start, and a CONV's drain has ended before a serial one starts.
         for name in ("valid", "acc", "params", "zp_out", "act_min", "act_max", "addr", "tag"):

@@ -11,7 +11,8 @@ layer name, and return a dict ``{output layer name: array}``; with ``collect=Tru
 holds the output of every layer instead, in network order. Every tensor is shaped
 ``(N, C, H, W)`` after the layer's IR shape (a fully connected layer gives ``(N, Cout, 1, 1)``).
 
-Software layers (softmax, yolo, region) run in float32 in both executors. In :func:`run_int8`
+Software layers (softmax, yolo, region) run in float32 in both executors (a softmax quantized for
+the softmax block is a hardware layer: :func:`run_int8` runs ``ops.softmax_int8`` like the block). In :func:`run_int8`
 their inputs are dequantized with the producer's scale and zero point; their float output is
 returned as float32, and quantized again only if a hardware layer consumes it.
 """
@@ -285,6 +286,8 @@ _INT_OPS: dict[str, Callable[["QLayer", list, list[np.ndarray]], np.ndarray]] = 
     "concat": _concat_int8,
     "lrn": _lrn_int8,
     "upsample": lambda l, s, a: ops.upsample_nearest(a[0], l.attrs["scale"]),
+    # Only when quantized for the softmax block (layer.hardware): the block's integer softmax.
+    "softmax": lambda l, s, a: ops.softmax_int8(a[0], l.params["exp_table"], axis=1),
 }
 
 

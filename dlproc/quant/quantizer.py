@@ -15,7 +15,11 @@ The quantization scheme (docs/quantizer.md, arithmetic in docs/numerics.md):
 * max pooling and nearest upsampling keep their input's scale and zero point (they only move
   codes around); every other layer requantizes to its own calibrated output range, except that
   a concat and the producers of its inputs share one scale (the union of their ranges);
-* softmax, yolo and region run in float32 in software.
+* softmax, yolo and region run in float32 in software -- except softmax when the quantizer is given
+  a processor configuration with the softmax block (``Quantizer(net, config=cfg)`` with
+  fc.SoftmaxBlockGeneration on): then the softmax layer is int8 (output scale 1/256, zero point
+  -128, its exp table ``ops.softmax_exp_table(s_in)`` in ``params["exp_table"]``), run by the
+  hardware's SMXTAB/SOFTMAX and by ``run_int8`` with ``ops.softmax_int8``.
 """
 
 from __future__ import annotations
@@ -52,6 +56,20 @@ BATCH = 16
 # Ops whose output keeps the input's scale and zero point.
 _PASSTHROUGH_OPS = ("maxpool", "upsample")
 
+#: Output quantization of the int8 softmax (probabilities 0..1 in 256 steps: docs/numerics.md section 10).
+SOFTMAX_OUT_SCALE, SOFTMAX_OUT_ZP = 1.0 / 256.0, -128
+
+
+def _has_softmax_block(config: Any) -> bool:
+    if config is None:
+        return False
+    from ..isa import HardwareParams, Opcode
+
+    try:
+        return HardwareParams.from_config(config).has_block(Opcode.SOFTMAX)
+    except Exception:  # a configuration the hardware cannot be derived from has no blocks
+        return False
+
 
 def choose_qparams(lo: float, hi: float) -> tuple[float, int]:
     """Scale and zero point of an activation tensor with calibrated range [lo, hi].
@@ -82,7 +100,9 @@ def _batches(x: np.ndarray, size: int = BATCH) -> Iterator[np.ndarray]:
 class Quantizer:
     """Calibrates, quantizes and validates one network (like MATLAB's ``dlquantizer``)."""
 
-    def __init__(self, network: Network | str | Path):
+    def __init__(self, network: Network | str | Path, config: Any = None):
+        #: softmax layers become int8 (the softmax block's arithmetic) when the configuration has the block
+        self.int8_softmax = _has_softmax_block(config)
         if not isinstance(network, Network):
             from ..frontends import load_network
 
@@ -252,6 +272,9 @@ class Quantizer:
             scale, zp = srcs[0].scale, srcs[0].zero_point
         else:
             scale, zp = choose_qparams(*self._ranges[layer.name])
+        int8_softmax = layer.op == "softmax" and self.int8_softmax
+        if int8_softmax:
+            scale, zp = SOFTMAX_OUT_SCALE, SOFTMAX_OUT_ZP
         q = QLayer(
             name=layer.name,
             op=layer.op,
@@ -259,7 +282,7 @@ class Quantizer:
             shape=layer.shape,
             scale=float(scale),
             zero_point=int(zp),
-            hardware=layer.op not in SOFTWARE_OPS,
+            hardware=layer.op not in SOFTWARE_OPS or int8_softmax,
             attrs=dict(layer.attrs),
             origin=list(layer.origin),
             tensor=layer.tensor,
@@ -284,6 +307,13 @@ class Quantizer:
             shift=rq.shift.astype(np.int32),
         )
         q.act_min, q.act_max = rq.act_min, rq.act_max
+
+    def _softmax(self, layer: Layer, q: QLayer, srcs: list[QLayer]) -> None:
+        """int8 softmax (softmax block): the exp table of the input scale (docs/numerics.md section 10)."""
+        axis = int(layer.attrs.get("axis", 1))
+        if axis not in (1, -3):
+            raise QuantizationError(f"the softmax block works over channels (axis 1), got axis {axis}")
+        q.params["exp_table"] = ops.softmax_exp_table(srcs[0].scale).astype(np.int32)
 
     def _act(self, layer: Layer, q: QLayer, srcs: list[QLayer]) -> None:
         act = layer.activation
@@ -453,6 +483,7 @@ _BUILDERS: dict[str, Callable[[Quantizer, Layer, QLayer, list[QLayer]], None]] =
     "add": Quantizer._add,
     "concat": Quantizer._concat,
     "lrn": Quantizer._lrn,
+    "softmax": Quantizer._softmax,
 }
 
 

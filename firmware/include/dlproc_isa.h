@@ -30,6 +30,7 @@
 #define DLPROC_OP_LRN 10
 #define DLPROC_OP_SMXTAB 11
 #define DLPROC_OP_SOFTMAX 13
+#define DLPROC_OP_FC 14
 
 #define DLPROC_BUF_INP 0
 #define DLPROC_BUF_WGT 1
@@ -277,6 +278,31 @@
 #define DLPROC_SOFTMAX_CIN_BLOCKS_BITS 16
 #define DLPROC_SOFTMAX_CHANNELS_OFFSET 104
 #define DLPROC_SOFTMAX_CHANNELS_BITS 12
+
+/* FC: One tile of a fully connected layer: ``n_out`` outputs over ``n_in`` inputs (fc module). */
+#define DLPROC_FC_INP_BASE_OFFSET 8
+#define DLPROC_FC_INP_BASE_BITS 20
+#define DLPROC_FC_WGT_BASE_OFFSET 28
+#define DLPROC_FC_WGT_BASE_BITS 20
+#define DLPROC_FC_PRM_BASE_OFFSET 48
+#define DLPROC_FC_PRM_BASE_BITS 20
+#define DLPROC_FC_OUT_BASE_OFFSET 68
+#define DLPROC_FC_OUT_BASE_BITS 20
+#define DLPROC_FC_N_IN_OFFSET 88
+#define DLPROC_FC_N_IN_BITS 24
+#define DLPROC_FC_N_OUT_OFFSET 112
+#define DLPROC_FC_N_OUT_BITS 16
+#define DLPROC_FC_LOAD_X_OFFSET 128
+#define DLPROC_FC_LOAD_X_BITS 1
+#define DLPROC_FC_ZP_OUT_OFFSET 129
+#define DLPROC_FC_ZP_OUT_BITS 8
+#define DLPROC_FC_ZP_OUT_SIGNED 1
+#define DLPROC_FC_ACT_MIN_OFFSET 137
+#define DLPROC_FC_ACT_MIN_BITS 8
+#define DLPROC_FC_ACT_MIN_SIGNED 1
+#define DLPROC_FC_ACT_MAX_OFFSET 145
+#define DLPROC_FC_ACT_MAX_BITS 8
+#define DLPROC_FC_ACT_MAX_SIGNED 1
 
 /* Set/get a field of width 1..32 bits at bit offset `off` (fields never exceed 32 bits). */
 static inline void dlproc_insn_set(uint32_t w[DLPROC_INSN_WORDS], unsigned off, unsigned bits, uint32_t v)
