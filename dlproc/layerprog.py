@@ -1430,6 +1430,25 @@ def plan_lrn(geom: Geometry, layer: LrnLayer, shape: tuple[int, int, int], addrs
     if n < 1:
         raise CompileError(f"LRN over {ch} channels: one pixel's {nb} channel blocks do not fit an INP half "
                            f"({half} words) and half of OUT ({out_cap} words)")
+    bw, lat = _ddr_model(config, geom)
+    # The largest tile needs the fewest instructions, but its first LOAD and last STORE do not
+    # overlap anything; smaller tiles pipeline LOAD / LRN / STORE (LRN is DDR-bound: a word in
+    # and a word out per output word), so the tile is chosen by the cost model.
+    best: tuple[int, list[_Step], Plan] | None = None
+    for tile in sorted({max(1, -(-n // k)) for k in (1, 2, 4, 8, 16)}, reverse=True):
+        steps, out_slots = _lrn_steps(geom, layer, shape, addrs, nb, tile)
+        est = _estimate(geom, steps, out_slots, bw, lat)
+        if best is None or est < best[0]:
+            best = (est, steps, Plan("lrn", (1, tile), nb, "tiles-outer", "none", len(steps), out_slots, est, 0,
+                                     _dma_bytes(geom, steps)))
+    assert best is not None
+    return best[1], best[2]
+
+
+def _lrn_steps(geom: Geometry, layer: LrnLayer, shape: tuple[int, int, int], addrs: ConvAddrs, nb: int,
+               n: int) -> tuple[list[_Step], int]:
+    ch, h, w = shape
+    half = geom.depth("INP") // 2
     out_words = n * nb
     out_slots = min(OUT_SLOTS_MAX, geom.depth("OUT") // out_words)
     pin, po = geom.pitch("INP"), geom.pitch("OUT")
@@ -1448,10 +1467,7 @@ def plan_lrn(geom: Geometry, layer: LrnLayer, shape: tuple[int, int, int], addrs
         store = isa.Store(sram_base=out_base, dram_addr=addrs.out + p0 * po, x_size=cnt, z_size=nb, z_stride=h * w)
         st.ops.append(_Op(lrn, store, cnt * nb + _OP_OVERHEAD))
         steps.append(st)
-    bw, lat = _ddr_model(config, geom)
-    plan = Plan("lrn", (1, n), nb, "tiles-outer", "none", len(steps), out_slots,
-                _estimate(geom, steps, out_slots, bw, lat), 0, _dma_bytes(geom, steps))
-    return steps, plan
+    return steps, out_slots
 
 
 def lrn_table_cycles(geom: Geometry) -> int:

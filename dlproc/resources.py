@@ -105,8 +105,6 @@ _CAL: dict[str, float] = {
     "adder_per_lane": 150.0,      # operand differences, products, 25-bit sum per lane
     "adder_mul_per_lane": 120.0,
     "control_fixed": 4720.0,      # fetch, instruction queues, tokens, CSR, profile, error logic
-    "control_ram_fixed": 20.0,    # instruction/token queues, profile buffer (RAM blocks)
-    "control_ram_per_bus_byte": 1.0,  # read-data credit FIFO and store buffers
     "dma_per_bus_bit": 6.0,       # load/store data paths, realignment and padding insertion per bus bit
     "refdesign_cv": 1800.0,       # Platform Designer interconnect, width/clock adapters, PLL, resets
     "refdesign_a10": 2500.0,
@@ -275,6 +273,23 @@ def _mem(depth: int, width: int, device: Device) -> tuple[int, int]:
     return ram_blocks(depth, width, device), depth * width
 
 
+def _control_rams(config: Any, device: Device) -> tuple[int, int]:
+    """RAM blocks of the control path: the three beat FIFOs of ``gateware.fetch``/``gateware.dma``
+    (``SyncFIFOBuffered``, whose storage is depth - 1 words). The fetch FIFO holds 2 * max_burst
+    bus words, the load FIFO read_credits bus words, the store FIFO 2 * max_burst beats of data
+    plus byte enables -- of which only the lanes an OUT element fills are not constant (synthesis
+    removes the others: C bytes when an element is narrower than the bus). The instruction and
+    token queues, the arbiter's route FIFO and the profile buffer are small enough for logic."""
+    from . import isa
+
+    hw = isa.HardwareParams.from_config(config)
+    w, bpb = hw.mem_data_width, hw.bytes_per_beat
+    out_bytes = min(bpb, hw.elem_bytes("OUT"))
+    fifos = [(2 * hw.max_burst - 1, w), (hw.read_credits - 1, w), (2 * hw.max_burst - 1, 8 * out_bytes + out_bytes)]
+    blocks = sum(ram_blocks(d, wd, device) for d, wd in fifos)
+    return blocks, sum(d * wd for d, wd in fifos)
+
+
 def estimate_resources(config: Any, device: str | Device | None = None, include_reference_design: bool = True,
                        name: str = "") -> ResourceTable:
     """Estimate the resources of ``config`` on ``device`` (a part name, a :class:`Device`, or None
@@ -358,10 +373,11 @@ def estimate_resources(config: Any, device: str | Device | None = None, include_
                 "adder.multiply", dsp_for(m18=c), round(_CAL["adder_mul_per_lane"] * c), 0, 0, 0,
                 "element-wise multiply", generated=_in_gateware(config, "multiply")))
     width = config.memory_data_width
-    control_ram = round(_CAL["control_ram_fixed"] + _CAL["control_ram_per_bus_byte"] * width / 8)
-    rows.append(ModuleEstimate("control", dsp_for(m18=1, m27=2),
+    control_ram, control_bits = _control_rams(config, dev)
+    # No multipliers: the DMA's stride products by the element pitch are shifts and adds.
+    rows.append(ModuleEstimate("control", 0,
                                round(_CAL["control_fixed"] + _CAL["dma_per_bus_bit"] * width),
-                               control_ram, control_ram * dev.ram_block_bits, 0,
+                               control_ram, control_bits, 0,
                                f"fetch, load/store DMA ({width}-bit bus), CSR, tokens, profile"))
     if include_reference_design:
         ref = _CAL["refdesign_cv"] if dev.family == "Cyclone V" else _CAL["refdesign_a10"]

@@ -4,10 +4,17 @@ What each hardware layer becomes:
 
 * ``conv`` -> one conv op (batch norm and the activation were fused into it by the importer and the
   quantizer: the activation is the requantization clamp, leaky ReLU the negative multiplier).
+  *Sibling 1x1 convs* (the same input, stride 1, no padding, the same output zero point and clamp,
+  outputs read only by other hardware layers, not concat inputs: GoogLeNet's 3x3_reduce and
+  5x5_reduce) become **one** conv op whose output blocks hold each sibling's channels from a
+  block boundary on; each sibling's tensor is a channel-block slice of it (like a concat slice).
+  The input is read once instead of once per sibling and one barrier and pipeline fill is saved;
+  the MAC work is the same.
 * ``fc`` -> an FC op on the FC engine when the configuration has it (fc.ModuleGeneration) and the
   layer fits it (inputs within fc.InputMemorySize and an INP half, C outputs' weights within a WGT
   half); the input tensor is read as it is (x element (cb*H*W + pixel)*C + lane), the weight
-  columns are permuted to that order. Otherwise (hardware fallback, with a notice/note):
+  columns are permuted to that order (zero columns for a padded concat's padding channels).
+  Otherwise (hardware fallback, with a notice/note):
   a convolution whose kernel covers the whole input plane (H x W, no padding) over the
   producer's tensor as it is, so no flatten/relayout is needed: weight (Co, C*H*W) in C, H, W
   order is exactly an OIHW kernel (Co, C, H, W). The output is (Co, 1, 1).
@@ -31,7 +38,13 @@ What each hardware layer becomes:
   itself a valid tensor). An input that cannot be written in place (the network input, a tensor
   that is also read by the host, one that is already a slice of another concat, or one that needs
   a rescale to the concat's scale) is copied/rescaled into its slice by a 1x1 depthwise conv.
-  Every input but the last must have a multiple of C channels.
+  An input whose channel count is not a multiple of C still starts its slice on a channel-block
+  boundary: its last block's unused lanes stay in the concat tensor as *padding channels* (the
+  producer writes whole blocks anyway). The concat tensor then carries a ``channel_map`` (the
+  physical channel of every logical channel); consumers that work per channel (pools, standalone
+  activations, upsample, copies) keep the map, convs and fcs get zero weights for the padding
+  channels (so whatever the padding lanes hold never reaches an output), and layers that mix
+  channels otherwise (LRN, add with a different map) or tensors the host reads are refused.
 
 First-layer folding: a conv that reads the network input with few channels (Cin < C) would use
 Cin of the C input lanes. When it pays (fewer channel blocks after folding than blocks x taps
@@ -65,8 +78,16 @@ class Tensor:
     """A tensor in DRAM (channel-block layout). ``alias`` = (root tensor, first channel block)."""
 
     name: str
-    shape: tuple[int, int, int]
+    shape: tuple[int, int, int]  #: physical (C, H, W) in DRAM; C includes padding channels
     alias: tuple[str, int] | None = None
+    #: physical channel of each logical channel, or None when they coincide (no padding channels)
+    channel_map: np.ndarray | None = None
+
+    @property
+    def logical_shape(self) -> tuple[int, int, int]:
+        if self.channel_map is None:
+            return self.shape
+        return (len(self.channel_map), self.shape[1], self.shape[2])
 
 
 @dataclass
@@ -147,6 +168,31 @@ def _rescale_spec(channels: int, zp_in: int, mult: Any, shift: Any, zp_out: int,
                      act_min=act_min, act_max=act_max, groups=channels)
 
 
+#: a separable max pool must save at least this share of the window reads (the extra pass costs a
+#: barrier, a DRAM round trip and per-plane overheads)
+_SEPARABLE_MIN_SAVING = 0.15
+
+
+def _separable_pays(kernel: tuple[int, int], stride: tuple[int, int], in_shape: tuple[int, int, int],
+                    pads: tuple[int, int, int, int], words_per_cycle: float = 1.0) -> bool:
+    """Whether a row pass + column pass is cheaper than the 2-D max pool. Each pass costs the
+    larger of its window reads (one INP word per cycle) and its DDR traffic (every input word
+    loaded, every output word stored, ``words_per_cycle`` words per cycle), per channel block."""
+    kh, kw = kernel
+    if kh < 2 or kw < 2:
+        return False
+    _, h, w = in_shape
+    ho = (h + pads[0] + pads[2] - kh) // stride[0] + 1
+    wo = (w + pads[1] + pads[3] - kw) // stride[1] + 1
+
+    def cost(reads: int, words_in: int, words_out: int) -> float:
+        return max(reads, (words_in + words_out) / words_per_cycle)
+
+    direct = cost(kh * kw * ho * wo, h * w, ho * wo)
+    split = cost(kw * h * wo, h * w, h * wo) + cost(kh * ho * wo, h * wo, ho * wo)
+    return split <= (1 - _SEPARABLE_MIN_SAVING) * direct
+
+
 def _fold_pays(cin: int, kh: int, kw: int, c: int) -> bool:
     before = -(-cin // c) * kh * kw
     after = -(-(cin * kh * kw) // c)
@@ -154,8 +200,10 @@ def _fold_pays(cin: int, kh: int, kw: int, c: int) -> bool:
 
 
 class _Lowerer:
-    def __init__(self, qnet: Any, hw_names: set[str], geom: Any, boundary: set[str], fold_input: bool):
+    def __init__(self, qnet: Any, hw_names: set[str], geom: Any, boundary: set[str], fold_input: bool,
+                 words_per_cycle: float = 1.0):
         self.qnet = qnet
+        self.words_per_cycle = words_per_cycle
         self.hw = hw_names
         self.geom = geom
         self.c = geom.c
@@ -172,8 +220,29 @@ class _Lowerer:
     def _consumers(self, name: str) -> list[Any]:
         return [layer for layer in self.qnet.layers if name in layer.inputs]
 
-    def _add_tensor(self, name: str, shape: tuple[int, int, int]) -> None:
-        self.tensors[name] = Tensor(name, tuple(int(v) for v in shape))  # type: ignore[arg-type]
+    def _add_tensor(self, name: str, shape: tuple[int, int, int], channel_map: np.ndarray | None = None) -> None:
+        self.tensors[name] = Tensor(name, tuple(int(v) for v in shape), channel_map=channel_map)  # type: ignore[arg-type]
+
+    def _map_of(self, name: str) -> np.ndarray | None:
+        return self.tensors[name].channel_map
+
+    def _padded_weight(self, layer: Any, src: str, weight: np.ndarray) -> np.ndarray:
+        """``weight`` (Co, Ci, kh, kw) over the physical channels of ``src``: zeros on padding channels."""
+        cmap = self._map_of(src)
+        if cmap is None:
+            return weight
+        if int(layer.attrs.get("groups", 1)) != 1:
+            raise CompileError(f"layer {layer.name!r} ({layer.op}): a grouped convolution cannot read {src!r}, a "
+                               "concat with padding channels (its inputs are not multiples of C channels)")
+        out = np.zeros((weight.shape[0], self.tensors[src].shape[0], *weight.shape[2:]), dtype=weight.dtype)
+        out[:, cmap] = weight
+        return out
+
+    def _refuse_padded(self, layer: Any, src: str, why: str) -> None:
+        if self._map_of(src) is not None:
+            raise CompileError(f"layer {layer.name!r} ({layer.op}) reads {src!r}, a concat whose inputs are not "
+                               f"multiples of C = {self.c} channels (so it holds padding channels), and {why}; "
+                               "choose a ConvThreadNumber whose square root divides the concat inputs' channels")
 
     def _op(self, layer: Any, kind: str, spec: Any, src: str, dst: str, macs: int = 0, weights: str = "conv",
             note: str = "", src2: str | None = None) -> tuple[int, int, int]:
@@ -203,9 +272,10 @@ class _Lowerer:
         for layer in self.qnet.layers:
             if layer.name not in self.hw:
                 continue
-            getattr(self, f"_lower_{layer.op}")(layer)
+            if layer.name not in self.tensors:  # not already lowered with a sibling
+                getattr(self, f"_lower_{layer.op}")(layer)
             expect = layer.shape.as_tuple()
-            got = self.tensors[layer.name].shape
+            got = self.tensors[layer.name].logical_shape
             if got != expect:
                 raise CompileError(f"layer {layer.name!r} ({layer.op}): lowered output shape {got} differs from the "
                                    f"network's {expect}")
@@ -234,12 +304,86 @@ class _Lowerer:
             self.notes.append(f"{layer.name}: first-layer folding, the host folds the {kh}x{kw} taps of the "
                               f"{cin}-channel input into {cin * kh * kw} channels (a 1x1 conv on "
                               f"{-(-cin * kh * kw // self.c)} channel block(s) instead of {kh * kw} taps)")
+        elif len(siblings := self._siblings(layer)) > 1:
+            self._lower_merged(siblings)
+            return
         else:
-            spec = _conv_spec(layer, int(src.zero_point))
+            spec = _conv_spec(layer, int(src.zero_point), self._padded_weight(layer, src.name, w))
             shape = self._op(layer, "conv", spec, src.name, layer.name, macs, note=fused.strip())
         self._add_tensor(layer.name, shape)
         if len(layer.origin) > 1:
             self.notes.append(f"{layer.name}: {' + '.join(layer.origin)} fused into one conv")
+
+    def _mergeable(self, layer: Any) -> bool:
+        """A 1x1 stride-1 unpadded conv whose output only other hardware layers read, never a concat."""
+        if layer.op != "conv" or layer.name in self.boundary or layer.name in self.tensors:
+            return False
+        a = layer.attrs
+        if (int(a.get("groups", 1)) != 1 or _pair(a.get("stride", 1)) != (1, 1) or _pads(a.get("pads", 0)) != (0,) * 4
+                or _pair(a.get("dilation", 1)) != (1, 1) or layer.params["weight"].shape[2:] != (1, 1)):
+            return False
+        consumers = self._consumers(layer.name)
+        return bool(consumers) and all(c.name in self.hw and c.op != "concat" for c in consumers)
+
+    def _siblings(self, layer: Any) -> list[Any]:
+        """``layer`` and the later mergeable 1x1 convs reading the same tensor (module docstring)."""
+        src = layer.inputs[0]
+        if src == self.input_name or not self._mergeable(layer):
+            return [layer]
+
+        def key(l: Any) -> tuple:
+            return (int(l.zero_point), int(l.act_min), int(l.act_max), l.params.get("mult_neg") is None)
+
+        group = [layer]
+        for other in self._consumers(src):
+            if other is not layer and other.name in self.hw and other.inputs == [src] and self._mergeable(other) \
+                    and key(other) == key(layer):
+                group.append(other)
+        return group
+
+    def _lower_merged(self, group: list[Any]) -> None:
+        """One conv op for sibling 1x1 convs; each sibling's output is a block-aligned slice of it."""
+        c = self.c
+        src = self.qnet[group[0].inputs[0]]
+        first = group[0]
+        ws, bias, mult, shift, mneg, starts = [], [], [], [], [], []
+        at = 0
+        for k, layer in enumerate(group):
+            p = layer.params
+            w = self._padded_weight(layer, src.name, p["weight"])
+            co = w.shape[0]
+            # Every sibling but the last is padded to whole blocks (zero weights and bias; any
+            # valid requantization), so the next one starts on a block boundary.
+            n = -(-co // c) * c if k + 1 < len(group) else co
+            pad = n - co
+
+            def ext(v: Any, fill: Any) -> np.ndarray:
+                v = np.asarray(v).reshape(-1)
+                return np.concatenate([v, np.full(pad, fill, dtype=v.dtype)])
+
+            ws.append(np.concatenate([w, np.zeros((pad, *w.shape[1:]), dtype=w.dtype)]))
+            bias.append(ext(p["bias"], 0))
+            mult.append(ext(p["mult"], np.asarray(p["mult"]).reshape(-1)[0]))
+            shift.append(ext(p["shift"], np.asarray(p["shift"]).reshape(-1)[0]))
+            if p.get("mult_neg") is not None:
+                mneg.append(ext(p["mult_neg"], np.asarray(p["mult_neg"]).reshape(-1)[0]))
+            starts.append(at)
+            at += n
+        spec = ConvLayer(weight=np.concatenate(ws), bias=np.concatenate(bias), mult=np.concatenate(mult),
+                         shift=np.concatenate(shift), mult_neg=np.concatenate(mneg) if mneg else None,
+                         zp_in=int(src.zero_point), zp_out=int(first.zero_point), act_min=int(first.act_min),
+                         act_max=int(first.act_max))
+        names = [layer.name for layer in group]
+        merged = "+".join(names)
+        macs = sum(int(np.prod(l.params["weight"].shape)) * l.shape.h * l.shape.w for l in group)
+        shape = self._op(first, "conv", spec, src.name, merged, macs,
+                         note=f"sibling 1x1 convs {' + '.join(names)} as one conv")
+        self._add_tensor(merged, shape)
+        for layer, start in zip(group, starts):
+            self._add_tensor(layer.name, (layer.shape.c, shape[1], shape[2]))
+            self.tensors[layer.name].alias = (merged, start // c)
+        self.notes.append(f"{first.name}: sibling 1x1 convs {', '.join(names)} (same input {src.name}) run as one "
+                          f"conv of {at} output channels; each output is a channel-block slice of it")
 
     def _should_fold(self, layer: Any, src: Any) -> bool:
         if not self.fold_input or src.name != self.input_name or self.fold is not None:
@@ -251,27 +395,33 @@ class _Lowerer:
 
     def _lower_fc(self, layer: Any) -> None:
         src = self.qnet[layer.inputs[0]]
-        c, h, w = self.tensors[src.name].shape
+        c, h, w = self.tensors[src.name].logical_shape
         weight = layer.params["weight"]
         co = weight.shape[0]
         if weight.shape[1] != c * h * w:
             raise CompileError(f"layer {layer.name!r} (fc): weight has {weight.shape[1]} inputs, the input tensor "
                                f"{c}x{h}x{w} has {c * h * w}")
-        if self.geom.hw.has_block(isa.Opcode.FC) and self._lower_fc_engine(layer, src, (c, h, w)):
+        kernel = self._padded_weight(layer, src.name, weight.reshape(co, c, h, w))
+        logical_macs = co * c * h * w
+        c = kernel.shape[1]
+        if self.geom.hw.has_block(isa.Opcode.FC) and self._lower_fc_engine(layer, src, (c, h, w),
+                                                                           kernel.reshape(co, -1), logical_macs):
             return
         if h > 31 or w > 31:
             raise CompileError(f"layer {layer.name!r} (fc) reads a {h}x{w} plane; it runs as an {h}x{w} convolution "
                                "and the CONV kernel is at most 31x31 (add a pooling layer before it)")
-        spec = _conv_spec(layer, int(src.zero_point), weight.reshape(co, c, h, w), stride=1, pads=0, dilation=1,
-                          groups=1)
-        shape = self._op(layer, "conv", spec, src.name, layer.name, co * c * h * w, weights="fc",
+        spec = _conv_spec(layer, int(src.zero_point), kernel, stride=1, pads=0, dilation=1, groups=1)
+        shape = self._op(layer, "conv", spec, src.name, layer.name, logical_macs, weights="fc",
                          note=f"fc as a {h}x{w} conv over the {c}-channel input")
         self._add_tensor(layer.name, shape)
 
-    def _lower_fc_engine(self, layer: Any, src: Any, in_shape: tuple[int, int, int]) -> bool:
-        """FC on the FC engine (fc module); False (with a note) if the layer does not fit it."""
+    def _lower_fc_engine(self, layer: Any, src: Any, in_shape: tuple[int, int, int], weight: np.ndarray,
+                         macs: int) -> bool:
+        """FC on the FC engine (fc module); False (with a note) if the layer does not fit it.
+
+        ``weight`` is (Co, C*H*W) over the physical channels of the input tensor ``in_shape``."""
         p = layer.params
-        spec = FcLayer(weight=p["weight"], bias=p["bias"], mult=p["mult"], shift=p["shift"], mult_neg=p.get("mult_neg"),
+        spec = FcLayer(weight=weight, bias=p["bias"], mult=p["mult"], shift=p["shift"], mult_neg=p.get("mult_neg"),
                        zp_in=int(src.zero_point), zp_out=int(layer.zero_point), act_min=int(layer.act_min),
                        act_max=int(layer.act_max))
         try:
@@ -281,7 +431,7 @@ class _Lowerer:
                               "convolution (hardware fallback)")
             return False
         c, h, w = in_shape
-        shape = self._op(layer, "fc", spec, src.name, layer.name, s["co"] * c * h * w, weights="fc",
+        shape = self._op(layer, "fc", spec, src.name, layer.name, macs, weights="fc",
                          note=f"fc on the FC engine ({self.geom.hw.fc_lanes} lanes, {s['tile']} outputs per tile)")
         self._add_tensor(layer.name, shape)
         return True
@@ -296,11 +446,39 @@ class _Lowerer:
     def _pool(self, layer: Any, spec: PoolLayer, note: str = "") -> None:
         src = self.qnet[layer.inputs[0]]
         shape = self._op(layer, "pool", spec, src.name, layer.name, note=note)
-        self._add_tensor(layer.name, shape)
+        self._add_tensor(layer.name, shape, self._map_of(src.name))
 
     def _lower_maxpool(self, layer: Any) -> None:
         a = layer.attrs
+        kernel, stride, pads = _pair(a["kernel"]), _pair(a.get("stride", 1)), _pads(a.get("pads", 0))
+        if _separable_pays(kernel, stride, self.tensors[layer.inputs[0]].shape, pads, self.words_per_cycle):
+            self._separable_maxpool(layer, kernel, stride, pads)
+            return
         self._pool(layer, PoolLayer("max", a["kernel"], a.get("stride", 1), a.get("pads", 0)))
+
+    def _separable_maxpool(self, layer: Any, kernel: tuple[int, int], stride: tuple[int, int],
+                           pads: tuple[int, int, int, int]) -> None:
+        """A kh x kw max pool as a 1 x kw pool over the rows, then a kh x 1 pool over the columns.
+
+        The POOL engine reads one word per cycle, kh*kw per window; the two passes read kw per
+        row-window and kh per column-window, so a stride-1 3x3 pool takes 6 cycles per pixel
+        instead of 9 (the row pass's result goes through DRAM, overlapped by the DMA units).
+        Bit-exact: max is associative, LOAD pads a max pool with the int8 minimum (never the
+        maximum of a window that holds a real value; every window does, as pads < kernel), and
+        the output clamp is idempotent.
+        """
+        src = self.qnet[layer.inputs[0]]
+        cmap = self._map_of(src.name)
+        rows = f"{layer.name}/rows"
+        shape = self._op(layer, "pool", PoolLayer("max", (1, kernel[1]), (1, stride[1]), (0, pads[1], 0, pads[3])),
+                         src.name, rows, note=f"separable max pool: 1x{kernel[1]} row pass")
+        self._add_tensor(rows, shape, cmap)
+        shape = self._op(layer, "pool", PoolLayer("max", (kernel[0], 1), (stride[0], 1), (pads[0], 0, pads[2], 0)),
+                         rows, layer.name, note=f"separable max pool: {kernel[0]}x1 column pass")
+        self._add_tensor(layer.name, shape, cmap)
+        self.notes.append(f"{layer.name}: {kernel[0]}x{kernel[1]} max pool as a 1x{kernel[1]} row pass and a "
+                          f"{kernel[0]}x1 column pass ({kernel[0] + kernel[1]} instead of {kernel[0] * kernel[1]} "
+                          "window reads per pixel at stride 1)")
 
     def _avg_params(self, layer: Any) -> tuple[Any, Any]:
         # Per-window divisors (count_include_pad=False over padding) come as (Ho, Wo) arrays;
@@ -331,27 +509,32 @@ class _Lowerer:
                              int(layer.act_min), int(layer.act_max), q.get("mult_neg"))
         shape = self._op(layer, "conv", spec, src.name, layer.name,
                          note="standalone activation as a 1x1 depthwise conv")
-        self._add_tensor(layer.name, shape)
+        self._add_tensor(layer.name, shape, self._map_of(src.name))
 
     def _lower_add(self, layer: Any) -> None:
         a, b = (self.qnet[n] for n in layer.inputs)
         sa, sb = self.tensors[a.name].shape, self.tensors[b.name].shape
         if sa != sb:
             raise CompileError(f"layer {layer.name!r} (add): operands have different shapes {sa} and {sb}")
+        ma, mb = self._map_of(a.name), self._map_of(b.name)
+        if (ma is None) != (mb is None) or (ma is not None and not np.array_equal(ma, mb)):
+            self._refuse_padded(layer, a.name if ma is not None else b.name,
+                                "the other operand has a different channel layout")
         q = layer.q
         spec = AddLayer(int(a.zero_point), int(q["ma"]), int(b.zero_point), int(q["mb"]), int(q["shift"]),
                         int(layer.zero_point), int(layer.act_min), int(layer.act_max))
         shape = self._op(layer, "add", spec, a.name, layer.name, note="element-wise add (ADD)", src2=b.name)
-        self._add_tensor(layer.name, shape)
+        self._add_tensor(layer.name, shape, ma)
 
     def _lower_upsample(self, layer: Any) -> None:
         src = self.qnet[layer.inputs[0]]
         spec = UpsampleLayer(layer.attrs.get("scale", 2))
         shape = self._op(layer, "upsample", spec, src.name, layer.name, note="nearest upsample (UPSAMPLE)")
-        self._add_tensor(layer.name, shape)
+        self._add_tensor(layer.name, shape, self._map_of(src.name))
 
     def _lower_lrn(self, layer: Any) -> None:
         src = self.qnet[layer.inputs[0]]
+        self._refuse_padded(layer, src.name, "LRN sums over neighbouring channels")
         spec = LrnLayer(int(layer.attrs["size"]), int(src.zero_point), layer.params["lrn_mult"],
                         layer.params["lrn_shift"], int(layer.zero_point), int(layer.act_min), int(layer.act_max))
         shape = self._op(layer, "lrn", spec, src.name, layer.name, note="LRN (table load + LRN)")
@@ -359,27 +542,36 @@ class _Lowerer:
 
     def _lower_concat(self, layer: Any) -> None:
         c = self.c
-        shapes = [self.tensors[name].shape for name in layer.inputs]
+        shapes = [self.tensors[name].shape for name in layer.inputs]  # physical
         h, w = shapes[0][1:]
         if any(s[1:] != (h, w) for s in shapes):
             raise CompileError(f"layer {layer.name!r} (concat): inputs have different planes {shapes}")
-        for name, s in zip(layer.inputs[:-1], shapes[:-1]):
-            if s[0] % c:
-                raise CompileError(
-                    f"layer {layer.name!r} (concat): input {name!r} has {s[0]} channels, not a multiple of C = {c}; "
-                    "every concat input but the last must fill whole channel blocks (choose a ConvThreadNumber "
-                    "whose square root divides the channel counts)")
-        total = sum(s[0] for s in shapes)
-        self._add_tensor(layer.name, (total, h, w))
+        # Every input starts on a channel-block boundary; an input that is not a multiple of C
+        # leaves padding channels up to the next boundary (see the module docstring).
+        starts, maps, at = [], [], 0
+        for name, s in zip(layer.inputs, shapes):
+            starts.append(at)
+            own = self._map_of(name)
+            maps.append(at + (np.arange(s[0]) if own is None else own))
+            at += -(-s[0] // c) * c
+        total = starts[-1] + shapes[-1][0]
+        cmap = np.concatenate(maps)
+        padded = len(cmap) != total
+        if padded and layer.name in self.boundary:
+            raise CompileError(
+                f"layer {layer.name!r} (concat) is read by the host, but its inputs are not multiples of C = {c} "
+                "channels (the hardware tensor would hold padding channels); choose a ConvThreadNumber whose square "
+                "root divides the concat inputs' channels")
+        self._add_tensor(layer.name, (total, h, w), cmap if padded else None)
         rescales = layer.q.get("rescale") or [None] * len(layer.inputs)
-        block = 0
         copies = []
-        for name, s, rescale in zip(layer.inputs, shapes, rescales):
+        for name, s, rescale, start in zip(layer.inputs, shapes, rescales, starts):
+            block = start // c
             if rescale is None and self._can_alias(name):
                 self.tensors[name].alias = (layer.name, block)
             else:
                 part = f"{layer.name}/{name}"
-                self._add_tensor(part, s)
+                self._add_tensor(part, s, self._map_of(name))
                 self.tensors[part].alias = (layer.name, block)
                 src = self.qnet[name]
                 m, sh = (_IDENTITY_M, _IDENTITY_S) if rescale is None else (int(rescale[0]), int(rescale[1]))
@@ -387,11 +579,12 @@ class _Lowerer:
                 why = "rescale to the concat's scale" if rescale is not None else "copy"
                 self._op(layer, "conv", spec, name, part, note=f"{why} of {name} into its channel slice")
                 copies.append(name)
-            block += s[0] // c
         written = [n for n in layer.inputs if n not in copies]
         self.notes.append(f"{layer.name}: concat by strided stores"
                           + (f" ({', '.join(written)} written in place)" if written else "")
-                          + (f"; {', '.join(copies)} copied into their slices" if copies else ""))
+                          + (f"; {', '.join(copies)} copied into their slices" if copies else "")
+                          + (f"; {total - len(cmap)} padding channels (inputs not multiples of C = {c})"
+                             if padded else ""))
 
     def _can_alias(self, name: str) -> bool:
         t = self.tensors[name]
@@ -420,6 +613,8 @@ class _Lowerer:
                               "convolutions); it does not need conv.SegmentationBlockGeneration, which is off")
 
 
-def lower(qnet: Any, hw_names: set[str], geom: Any, boundary: set[str], fold_input: bool = True) -> Lowered:
-    """Lower the HW layers of ``qnet`` (see the module docstring)."""
-    return _Lowerer(qnet, hw_names, geom, boundary, fold_input).lower()
+def lower(qnet: Any, hw_names: set[str], geom: Any, boundary: set[str], fold_input: bool = True,
+          words_per_cycle: float = 1.0) -> Lowered:
+    """Lower the HW layers of ``qnet`` (see the module docstring); ``words_per_cycle`` is the DDR
+    rate in activation words (INP elements) per cycle, for the cost-based choices."""
+    return _Lowerer(qnet, hw_names, geom, boundary, fold_input, words_per_cycle).lower()

@@ -10,6 +10,7 @@ from .performance import (
     estimate_compiled,
     estimate_layer_program,
     estimate_performance,
+    layer_breakdown,
     simulate_program,
 )
 
@@ -22,5 +23,6 @@ __all__ = [
     "estimate_compiled",
     "estimate_layer_program",
     "estimate_performance",
+    "layer_breakdown",
     "simulate_program",
 ]

@@ -54,6 +54,7 @@ __all__ = [
     "simulate_program",
     "estimate_performance",
     "estimate_compiled",
+    "layer_breakdown",
     "estimate_layer_program",
 ]
 
@@ -441,7 +442,8 @@ class _Machine:
         self._runners = {"load": self._run_load, "compute": self._run_compute, "store": self._run_store}
         self.bubbles: dict[int, float] = {}  # LOAD index -> extra data-phase cycles (second pass)
         self.load_phase: list[tuple[float, float, int, int]] = []  # (data start, data end, index, beats)
-        self.store_request: list[float] = []  # first write request of every STORE
+        self.store_request: list[tuple[float, int]] = []  # (first write request, index) of every STORE
+        self.store_first: dict[int, float] = {}  # STORE index -> write delay (second pass)
 
     # ---- fetch --------------------------------------------------------------------------------
     def _fetch_setup(self) -> None:
@@ -578,7 +580,8 @@ class _Machine:
         # Write bursts already planned while the read commands are being issued hold the arbiter
         # (the arbiter alternates load and store commands, and a write burst is finished before the
         # next command), so they push the read commands, and the data after them, back.
-        data_start += self.bus.busy_beats("store", t_req, data_start) / tp.ddr_rate
+        if i not in self.bubbles:  # a bubble already holds the interleaving STORE's beats
+            data_start += self.bus.busy_beats("store", t_req, data_start) / tp.ddr_rate
         data_end = self.bus.serve("load", data_start, beats, cap)
         self.load_phase.append((data_start, data_end, i, beats))
         # The writer: one SRAM word per cycle, padding included; it starts 4 cycles after t0.
@@ -617,8 +620,16 @@ class _Machine:
         first = max(t0 + tp.store_first_grant, t0 + tp.store_reader_start + min(avg, beats))
         per_burst = max(tp.planner_period, avg / tp.ddr_rate + 1)
         cap = avg / per_burst
-        self.store_request.append(first)
-        end = self.bus.serve("store", first, beats, cap)
+        self.store_request.append((first, i))
+        if i in self.store_first:
+            # It interleaves a LOAD that still issues read commands: the arbiter alternates
+            # commands, so its write bursts go in that LOAD's bubble (which the LOAD was charged
+            # in this pass) after the read data in flight, not after the whole LOAD.
+            start = first + self.store_first[i]
+            end = start + beats / min(cap, tp.ddr_rate)
+            self.bus._add("store", start, end, min(cap, tp.ddr_rate))
+        else:
+            end = self.bus.serve("store", first, beats, cap)
         done = end + tp.store_done
         self.end[i] = done
         self.dma_beats[i] = beats
@@ -732,23 +743,26 @@ def simulate_program(config: Any, program: bytes | Iterable[isa.Instruction], *,
     tp = timing or TimingParams.from_config(config)
     first = _Machine(insns, tp, insn_base)
     first.run()
-    bubbles = _load_bubbles(first, tp)
+    bubbles, stores = _load_bubbles(first, tp)
     if not bubbles:
         return first.timeline()
     second = _Machine(insns, tp, insn_base)
     second.bubbles = bubbles
+    second.store_first = stores
     second.run()
     return second.timeline()
 
 
-def _load_bubbles(m: _Machine, tp: TimingParams) -> dict[int, float]:
+def _load_bubbles(m: _Machine, tp: TimingParams) -> tuple[dict[int, float], dict[int, float]]:
     """LOADs whose data phase a STORE's first write request fell into (in the first pass), with
-    the cycles of read-pipeline bubble that costs them."""
+    the cycles of read-pipeline bubble that costs them; and those STOREs, with the delay of their
+    first write (the read data in flight)."""
     phases = sorted(m.load_phase)
     starts = [p[0] for p in phases]
     out: dict[int, float] = {}
+    stores: dict[int, float] = {}
     bubble = tp.store_bubble_bursts * tp.max_burst + tp.ddr_latency / tp.outstanding
-    for t in m.store_request:
+    for t, si in m.store_request:
         k = bisect.bisect_right(starts, t) - 1
         # Only a LOAD that still has read commands to issue loses its pipeline: one whose
         # remaining data is already in flight (within the read credits) just drains first.
@@ -757,7 +771,11 @@ def _load_bubbles(m: _Machine, tp: TimingParams) -> dict[int, float]:
         ds, de, index, beats = phases[k]
         if ds < t < de and (de - t) * beats / (de - ds) > tp.read_credits:
             out[index] = out.get(index, 0.0) + bubble
-    return out
+            # Its first write waits for the read data already requested (at most the load unit's
+            # read credits) -- the arbiter alternates commands, the DDR serves reads first.
+            stores[si] = tp.read_credits / tp.ddr_rate
+    return out, stores
+
 
 
 _TIMING_CACHE: dict[tuple[str, int], TimingParams] = {}
@@ -924,6 +942,29 @@ def estimate_compiled(cn: Any, config: Any = None, *, frames: int = 1,
     if sw:
         notes.append("not included (run on the host): " + ", ".join(sw))
     return PerformanceReport(cn.name, tp.clock_mhz, tp.c, frames, tl.cycles, rows, macs, tl, notes)
+
+
+def layer_breakdown(cn: Any, timeline: Timeline) -> list[dict[str, Any]]:
+    """Per hardware layer of a compiled network (finer than the profile entries, which the
+    profile buffer's depth may merge): cycles from the previous layer's last completed store or
+    compute instruction to this layer's, its MACs and MAC utilization. Layers run one after another
+    (the compiler puts a barrier between operations), so the rows add up to the network."""
+    rows: list[dict[str, Any]] = []
+    prev = 0.0
+    c2 = timeline.c * timeline.c
+    for layer in cn.layers:
+        if not layer.hw or layer.insn_count == 0:
+            continue
+        span = range(layer.insn_first, layer.insn_first + layer.insn_count)
+        # A layer ends with its last store or compute; LOADs at its end may be the next layer's
+        # prefetched weights (dlproc.compiler.program).
+        ends = [timeline.end[i] for i in span if timeline.unit[i] != "load"]
+        end = max(ends) if ends else max(timeline.end[i] for i in span)
+        cycles = int(round(end - prev))
+        prev = max(prev, end)
+        rows.append({"layer": layer.name, "op": layer.op, "cycles": cycles, "macs": int(layer.macs),
+                     "utilization": layer.macs / (cycles * c2) if cycles > 0 else 0.0})
+    return rows
 
 
 def estimate_layer_program(config: Any, prog: Any, *, name: str = "layer", kind: str = "conv",
