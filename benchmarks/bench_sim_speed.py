@@ -11,8 +11,11 @@ process (the machine is shared, so the CPU figure is the stable one):
 * pysim: Amaranth's own simulator with a Python memory responder, first ``--pysim-cycles`` cycles.
 
     python benchmarks/bench_sim_speed.py [--skip-cocotb] [--skip-pysim] [--channels 64 --size 28]
+                                         [--config de10nano_int8|c4] [--repeats 3]
 
-Set ``DLPROC_NATIVE=1`` to build the native harness with ``-march=native`` (faster, not portable).
+``--config c4`` runs the small C = 4, 64-bit test configuration (``tests/layerprog_cases.py``
+``small_config(4, width=64)``) instead of the preset. Set ``DLPROC_NATIVE=1`` to build the native
+harness with ``-march=native`` (faster, not portable).
 """
 
 from __future__ import annotations
@@ -25,12 +28,31 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+# OpenBLAS (under numpy) otherwise keeps worker threads spinning after the workload is built,
+# which costs CPU time on the two-core machine and inflates the per-CPU-second figures' denominator.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from dlproc.config import ProcessorConfig
-from dlproc.layerprog import ConvLayer, build_conv_program
+import numpy as np  # noqa: E402
+
+from dlproc.config import ProcessorConfig  # noqa: E402
+from dlproc.layerprog import ConvLayer, build_conv_program  # noqa: E402
 
 PRESET = "de10nano_int8"
+CONFIGS = (PRESET, "c4")
+
+
+def bench_config(name: str) -> ProcessorConfig:
+    """The preset, or the C = 4 test configuration (same as ``small_config(4, width=64)`` in tests)."""
+    if name == PRESET:
+        return ProcessorConfig.preset(PRESET)
+    cfg = ProcessorConfig()
+    cfg.set_module_property("conv", "ConvThreadNumber", 16)
+    cfg.set_module_property("conv", "InputMemorySize", [16, 16, 4])
+    cfg.set_module_property("conv", "OutputMemorySize", [10, 10, 4])
+    cfg.set_module_property("conv", "WeightMemorySize", 4096)
+    cfg.set_module_property("conv", "ParameterMemorySize", 32)
+    cfg.update([("top", "MemoryDataWidth", 64), ("top", "DDRBytesPerCycle", 8)])
+    return cfg
 
 
 def workload(cfg: ProcessorConfig, channels: int, size: int):
@@ -154,15 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pysim-cycles", type=int, default=300)
     ap.add_argument("--skip-cocotb", action="store_true")
     ap.add_argument("--skip-pysim", action="store_true")
+    ap.add_argument("--config", choices=CONFIGS, default=PRESET)
+    ap.add_argument("--repeats", type=int, default=3, help="native runs of the program (the best is reported)")
     args = ap.parse_args(argv)
 
-    cfg = ProcessorConfig.preset(PRESET)
+    cfg = bench_config(args.config)
     layer, x, prog = workload(cfg, args.channels, args.size)
-    print(f"{PRESET}: C={cfg.conv_c}, {cfg.memory_data_width}-bit memory, DDR {cfg.ddr_bytes_per_cycle} B/cycle, "
+    print(f"{args.config}: C={cfg.conv_c}, {cfg.memory_data_width}-bit memory, DDR {cfg.ddr_bytes_per_cycle} B/cycle, "
           f"latency {cfg.ddr_latency_cycles}; workload 3x3 conv {args.channels}->{args.channels} on "
           f"{args.size}x{args.size}, {prog.insn_count} instructions; DLPROC_NATIVE={os.environ.get('DLPROC_NATIVE', '0')}")
     rows = []
-    native = bench_native(cfg, prog)
+    native = bench_native(cfg, prog, args.repeats)
     rows.append(("native harness (Verilator .so + C++ DDR)", native))
     print(f"native: {native['cycles']} cycles, {native['wall_cps'] / 1e6:.3f} M cycles/s wall, "
           f"{native['cpu_cps'] / 1e6:.3f} M cycles/CPU-s (build {native['build_s']:.0f} s, "

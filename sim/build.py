@@ -2,7 +2,8 @@
 
 Every build lives in ``build/verilator/<key>/`` (``DLPROC_BUILD_DIR`` overrides ``build/verilator``),
 where ``key`` is the sha256 of everything that can change the binary: the configuration hash, the
-Verilog text, the harness sources, the Verilator and compiler versions and the flags. A finished build
+Verilog text, the simulation wrapper (:func:`harness_wrapper`), the harness sources, the Verilator
+and compiler versions and the flags. A finished build
 has a ``build.json`` marker written last, so an interrupted build is detected and redone.
 
 Two pytest-xdist workers asking for the same key must not both compile it (the machine has two
@@ -16,6 +17,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -36,11 +38,14 @@ __all__ = [
     "locked_build",
     "verilator_flags",
     "build_native",
+    "harness_wrapper",
     "run_process_group",
 ]
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 HARNESS_SOURCES = ("harness.cpp", "ddr.cpp", "ddr.h", "compat/lz4.h")
+# Bumped when the build procedure changes what a build contains (wrapper, schedule check).
+NATIVE_BUILD_VERSION = 2
 MARKER = "build.json"
 LIB_NAME = "libdlsim.so"
 # A build of the de10nano processor took 20 min on the shared, overloaded 2-core machine; an hour means a hang.
@@ -87,6 +92,34 @@ def verilator_flags() -> list[str]:
         "-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC",
         "-O3", "--x-assign", "fast", "--x-initial", "0", "--noassert",
     ]
+
+
+def native_verilator_flags() -> list[str]:
+    """Verilator options of the native harness builds only (on top of :func:`verilator_flags`).
+
+    ``DLPROC_VERILATOR_EXTRA`` appends options for experiments; they are part of the cache key.
+    """
+    return os.environ.get("DLPROC_VERILATOR_EXTRA", "").split()
+
+
+def native_cflags() -> list[str]:
+    """Extra C++ options of the native harness builds (part of the cache key)."""
+    return os.environ.get("DLPROC_NATIVE_CFLAGS", "").split()
+
+
+def host_cpu_id() -> str:
+    """A digest of this machine's CPU model and feature flags (``/proc/cpuinfo``), or ``""``.
+
+    Part of the key of ``-march=native`` builds, so that a build folder shared between machines
+    never hands a binary with instructions the CPU lacks to another host.
+    """
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
+    first = text.split("\n\n", 1)[0]
+    keep = [line for line in first.splitlines() if line.split(":")[0].strip() in ("vendor_id", "model name", "flags")]
+    return hashlib.sha256("\n".join(keep).encode()).hexdigest()[:16]
 
 
 @contextmanager
@@ -201,6 +234,102 @@ def _lz4_compat(directory: Path) -> list[str]:
     )
 
 
+WRAPPER_TOP = "dlsim_top"
+# (name, direction, width or None when it is read from the top level's declaration)
+_CONTRACT_PORTS = (
+    ("csr__address", "input", None), ("csr__read", "input", 1), ("csr__write", "input", 1),
+    ("csr__writedata", "input", 32), ("csr__readdata", "output", 32),
+    ("mem__address", "output", None), ("mem__burstcount", "output", None), ("mem__read", "output", 1),
+    ("mem__write", "output", 1), ("mem__writedata", "output", "data"), ("mem__byteenable", "output", "be"),
+    ("mem__waitrequest", "input", 1), ("mem__readdata", "input", "data"), ("mem__readdatavalid", "input", 1),
+    ("irq", "output", 1),
+)
+# Inputs that change only in CSR transactions and at reset; the wrapper samples them on in_strobe.
+_STROBED = ("rst", "csr__address", "csr__read", "csr__write", "csr__writedata")
+
+
+def _port_width(module_text: str, name: str, top: str) -> int:
+    pattern = (r"\b(?:input|output)\s+(?:(?:wire|reg|logic)\s+)*(?:\[\s*(\d+)\s*:\s*(\d+)\s*\]\s*)?\\?"
+               + re.escape(name) + r"(?![\w$])")
+    match = re.search(pattern, module_text)
+    if match is None:
+        raise SimBuildError(f"top level {top!r} has no port {name!r}; the native harness needs the dlproc port "
+                            "contract (see docs/simulation.md)")
+    if match.group(1) is None:
+        return 1
+    return abs(int(match.group(1)) - int(match.group(2))) + 1
+
+
+def harness_wrapper(verilog: str, top: str, mem_bytes: int) -> str:
+    """A Verilog wrapper ``dlsim_top`` around ``top`` that samples the slow inputs on a strobe.
+
+    Amaranth makes ``rst`` a synchronous reset, so every register's next-state logic depends on
+    the ``rst`` input; the CSR inputs feed the whole register-file decode. Verilator evaluates all
+    logic that depends on a top-level input in its input-combinational (``ico``) region on *every*
+    ``eval()``, which made that region the bigger half of the simulation time. The wrapper drives
+    the design's ``rst`` and CSR inputs from registers clocked by ``in_strobe``, which the harness
+    pulses only when it changes them (reset, CSR accesses), in a separate ``eval()`` before the
+    clock edge that samples them, so the design sees exactly the values it saw before: cycle
+    counts and outputs do not change. The memory inputs, which change every cycle, stay direct.
+    """
+    # The name must be followed by the port list: Yosys names submodules "\\top.sub".
+    match = re.search(r"\bmodule\s+\\?" + re.escape(top) + r"\s*[#(;](.*?)\bendmodule\b", verilog, re.S)
+    if match is None:
+        raise SimBuildError(f"the Verilog has no module {top!r}")
+    text = match.group(1)
+    widths: dict[str, int] = {}
+    for name, _direction, width in _CONTRACT_PORTS:
+        if width == "data":
+            widths[name] = 8 * mem_bytes
+        elif width == "be":
+            widths[name] = mem_bytes
+        else:
+            widths[name] = _port_width(text, name, top) if width is None else width
+    _port_width(text, "clk", top)
+    _port_width(text, "rst", top)
+
+    def decl(direction: str, name: str, width: int) -> str:
+        return f"  {direction} {'[' + str(width - 1) + ':0] ' if width > 1 else ''}{name};"
+
+    names = ["clk", "in_strobe", "rst"] + [n for n, _d, _w in _CONTRACT_PORTS]
+    lines = [f"module {WRAPPER_TOP}({', '.join(names)});", decl("input", "clk", 1), decl("input", "in_strobe", 1),
+             decl("input", "rst", 1)]
+    lines += [decl(d, n, widths[n]) for n, d, _w in _CONTRACT_PORTS]
+    connections = [".clk(clk)"]
+    for name in _STROBED:
+        width = widths.get(name, 1)
+        lines.append(f"  reg {'[' + str(width - 1) + ':0] ' if width > 1 else ''}{name}_q = 0;")
+        lines.append(f"  always @(posedge in_strobe) {name}_q <= {name};")
+        connections.append(f".{name}({name}_q)")
+    connections += [f".{n}({n})" for n, _d, _w in _CONTRACT_PORTS if n not in _STROBED]
+    lines.append(f"  {top} dut({', '.join(connections)});")
+    lines.append("endmodule")
+    return "\n".join(lines) + "\n"
+
+
+# The contract's outputs as Verilator spells them in C++ ("__" becomes "___05F").
+_OUTPUT_MEMBERS = tuple(n.replace("__", "___05F") for n, d, _w in _CONTRACT_PORTS if d == "output")
+_ICO_FUNCTION = re.compile(r"^void Vtop___024root___ico_\w+\(Vtop___024root\* vlSelf\) \{\n(.*?)^\}", re.M | re.S)
+_OUTPUT_ASSIGN = re.compile(r"\bvlSelfRef\.(?:" + "|".join(_OUTPUT_MEMBERS) + r")\b(?:\[[^\]]*\])?\s*=(?!=)")
+
+
+def _outputs_need_settle(obj: Path) -> bool:
+    """True unless Verilator's model shows that no top-level output depends on an input.
+
+    Verilator puts every piece of logic that depends on a top-level input into its
+    input-combinational (``ico``) functions. If none of them writes an output port, the outputs
+    are functions of the registers only, and the values left by the rising-edge ``eval()`` are the
+    ones the DDR model must see in the next cycle: the harness can skip the falling-edge
+    ``eval()``. A model without an input-combinational region (no ``__Vico`` state) needs no
+    settling either; one that has the region but no function we recognise keeps the safe schedule.
+    """
+    bodies = [m.group(1) for f in sorted(obj.glob("Vtop___024root__*.cpp")) if "Slow" not in f.name
+              for m in _ICO_FUNCTION.finditer(f.read_text(errors="replace"))]
+    if not bodies:
+        return "__Vico" in (obj / "Vtop___024root.h").read_text(errors="replace")
+    return any(_OUTPUT_ASSIGN.search(body) for body in bodies)
+
+
 def build_native(verilog: str, top: str, mem_bytes: int, *, config_hash: str = "",
                  trace: str | None = None, native: bool | None = None) -> BuildResult:
     """Build (or reuse) the native harness ``.so`` for a Verilog top level.
@@ -216,29 +345,45 @@ def build_native(verilog: str, top: str, mem_bytes: int, *, config_hash: str = "
     info = find_verilator()
     cxx_version = check_cxx_toolchain()
     native = native_enabled() if native is None else native
-    flags = verilator_flags() + ([f"--trace-{trace}"] if trace else [])
+    flags = verilator_flags() + native_verilator_flags() + ([f"--trace-{trace}"] if trace else [])
+    wrapper = harness_wrapper(verilog, top, mem_bytes)
+    cflags_opt = native_cflags()
     key_src = json.dumps({
-        "kind": "native", "config": config_hash, "top": top, "mem_bytes": mem_bytes,
+        "kind": "native", "version": NATIVE_BUILD_VERSION, "config": config_hash, "top": top, "mem_bytes": mem_bytes,
         "verilog": hashlib.sha256(verilog.encode()).hexdigest(), "sources": _sources_digest(),
+        "wrapper": hashlib.sha256(wrapper.encode()).hexdigest(), "cflags": cflags_opt,
         "flags": flags, "make": make_overrides(native), "verilator": info.version, "cxx": cxx_version,
+        "host": host_cpu_id() if native else "",
     }, sort_keys=True)
     key = "native-" + hashlib.sha256(key_src.encode()).hexdigest()[:24]
 
     def build(directory: Path) -> Path:
         src = directory / f"{top}.v"
         src.write_text(verilog)
-        cflags = ["-fPIC", f"-DDL_MEM_BYTES={mem_bytes}", f"-I{NATIVE_DIR}"]
+        wrapper_src = directory / f"{WRAPPER_TOP}.v"
+        wrapper_src.write_text(wrapper)
+        cflags = ["-fPIC", f"-DDL_MEM_BYTES={mem_bytes}", f"-I{NATIVE_DIR}", *cflags_opt]
         ldflags = ["-shared", "-Wl,-Bsymbolic"]
         if trace == "fst":
             extra = _lz4_compat(directory)
             cflags += [f for f in extra if f.startswith("-I")]
             ldflags += [f for f in extra if f.startswith("-L")]
-        cmd = [str(info.executable), "--cc", "--exe", "--build", "-j", _jobs(), *flags,
-               "--top-module", top, "--prefix", "Vtop", "-Mdir", "obj", "-o", LIB_NAME,
+        cmd = [str(info.executable), "--cc", "--exe", *flags,
+               "--top-module", WRAPPER_TOP, "--prefix", "Vtop", "-Mdir", "obj", "-o", LIB_NAME,
                "-CFLAGS", " ".join(cflags), "-LDFLAGS", " ".join(ldflags),
-               str(src), str(NATIVE_DIR / "harness.cpp"), str(NATIVE_DIR / "ddr.cpp")]
-        run_logged(cmd, directory, verilator_env(native=native), directory / "build.log",
-                   f"Verilator build of {top} ({'trace ' + trace if trace else 'no trace'})")
+               str(wrapper_src), str(src), str(NATIVE_DIR / "harness.cpp"), str(NATIVE_DIR / "ddr.cpp")]
+        env = verilator_env(native=native)
+        what = f"Verilator build of {top} ({'trace ' + trace if trace else 'no trace'})"
+        run_logged(cmd, directory, env, directory / "build.log", what)
+        # Between Verilator and the C++ compiler: decide the harness's clock schedule from the
+        # generated model (see _outputs_need_settle) and hand it to harness.cpp in a header.
+        settle = _outputs_need_settle(directory / "obj")
+        (directory / "obj" / "dl_schedule.h").write_text(
+            "// Written by sim/build.py: 1 if a memory/CSR output of the top level depends\n"
+            "// combinationally on an input, so the harness needs the falling-edge eval().\n"
+            f"#define DL_SETTLE_EVAL {int(settle)}\n")
+        run_logged(["make", "-C", "obj", "-f", "Vtop.mk", "-j", _jobs()], directory, env,
+                   directory / "build.log", what)
         return directory / "obj" / LIB_NAME
 
     return locked_build(key, build, label=f"native {top} {config_hash[:12]}")

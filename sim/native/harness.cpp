@@ -6,12 +6,17 @@
 //   read latency 1, no waitrequest); memory Avalon-MM burst master (mem__address/burstcount/read/
 //   write/writedata/byteenable, inputs mem__waitrequest/readdata/readdatavalid); irq.
 //
+// The Verilated top is the wrapper dlsim_top (sim/build.py, harness_wrapper): the contract's ports
+// plus in_strobe, which samples rst and the CSR inputs into the design (see latch()).
+//
 // Build-time defines (set by sim/build.py):
-//   DL_MEM_BYTES  memory bus width in bytes (W / 8)
+//   DL_MEM_BYTES    memory bus width in bytes (W / 8)
+//   DL_SETTLE_EVAL  (dl_schedule.h) 1 if an output depends combinationally on an input
 //   VM_TRACE, VM_TRACE_FST, VM_TRACE_VCD  (set by verilated.mk from --trace-fst / --trace-vcd)
 //
 // One clock cycle (step_one):
-//   clk=0, eval      the inputs prepared for this cycle settle; the master's request is visible;
+//   clk=0, eval      the inputs prepared for this cycle settle; the master's request is visible
+//                    (skipped when the outputs depend on registers only, see kSettleEval);
 //   DDR decides      waitrequest for this cycle from the request (a combinational slave);
 //   clk=1, eval      the rising edge; the DUT samples waitrequest/readdata/readdatavalid;
 //   DDR commits      the accepted transfer, then prepares readdata/readdatavalid of the next cycle.
@@ -23,8 +28,10 @@
 #include <type_traits>
 
 #include "Vtop.h"
+#include "Vtop___024root.h"
 #include "verilated.h"
 #include "ddr.h"
+#include "dl_schedule.h"  // DL_SETTLE_EVAL, written by sim/build.py after Verilating
 
 #if VM_TRACE_FST
 #include "verilated_fst_c.h"
@@ -91,6 +98,29 @@ void bits_to_flags(const T& port, uint8_t* flags, unsigned nbits) {
     }
 }
 
+// Verilator detects the rising edge by comparing clk with its value at the previous eval().
+// Setting that saved value to 0 lets the next eval() see a rising edge without a falling-edge
+// eval() in between. Returns false (and the harness does the falling-edge eval()) if this
+// Verilator version names the member differently.
+template <typename R>
+auto forget_clock_high(R* root, int) -> decltype(root->__Vtrigprevexpr___TOP__clk__0 = 0, bool()) {
+    root->__Vtrigprevexpr___TOP__clk__0 = 0;
+    return true;
+}
+template <typename R>
+bool forget_clock_high(R*, long) { return false; }
+
+// The falling-edge eval() only re-settles the input-combinational logic with the inputs set after
+// the last rising edge (readdata/readdatavalid of this cycle). The rising-edge eval() settles it
+// again anyway before the edge, so the falling-edge one matters only when an output the DDR model
+// reads depends combinationally on an input (sim/build.py checks the generated model), or when a
+// waveform is written (the falling-edge dump shows the settled inputs).
+#if VM_TRACE || DL_SETTLE_EVAL
+constexpr bool kSettleEval = true;
+#else
+constexpr bool kSettleEval = false;
+#endif
+
 }  // namespace
 
 // Status codes of dl_run / dl_step (mirrored in sim/harness.py).
@@ -130,6 +160,19 @@ struct DlSim {
         top->MEM_WAITREQUEST = 1;
         top->MEM_READDATAVALID = 0;
         bytes_to_port(top->MEM_READDATA, rdata, DL_MEM_BYTES);
+        top->in_strobe = 0;
+        top->eval();
+        latch();
+    }
+
+    // The wrapper (sim/build.py, harness_wrapper) passes rst and the CSR inputs to the design
+    // through registers clocked by in_strobe, so that the logic they feed is not re-evaluated on
+    // every eval(). Call latch() after changing any of them and before the next clock edge. The
+    // falling strobe gets its own eval so that back-to-back latches each see a rising edge.
+    void latch() {
+        top->in_strobe = 1;
+        top->eval();
+        top->in_strobe = 0;
         top->eval();
     }
 
@@ -145,7 +188,7 @@ struct DlSim {
     // One clock cycle; see the file comment for the phases.
     void step_one() {
         top->clk = 0;
-        top->eval();
+        if (kSettleEval || !forget_clock_high(top->rootp, 0)) top->eval();
         dump(2 * cycle);
         dlsim::DdrRequest req{};
         req.read = top->MEM_READ;
@@ -235,11 +278,13 @@ void dl_reset(void* h, uint32_t cycles) {
     s->top->rst = 1;
     s->top->CSR_READ = 0;
     s->top->CSR_WRITE = 0;
+    s->latch();
     s->ddr.reset();
     for (uint32_t i = 0; i < (cycles ? cycles : 1); ++i) s->step_one();
     s->ddr.reset();
     s->top->MEM_READDATAVALID = 0;
     s->top->rst = 0;
+    s->latch();
 }
 
 int32_t dl_mem_write(void* h, uint64_t addr, const uint8_t* data, uint64_t n) {
@@ -262,8 +307,10 @@ void dl_csr_write(void* h, uint32_t word_addr, uint32_t value) {
     s->top->CSR_ADDRESS = word_addr;
     s->top->CSR_WRITEDATA = value;
     s->top->CSR_WRITE = 1;
+    s->latch();
     s->step_one();
     s->top->CSR_WRITE = 0;
+    s->latch();
 }
 
 // One CSR read: read is high for one cycle; with a fixed read latency of 1 the slave's readdata is
@@ -272,8 +319,10 @@ uint32_t dl_csr_read(void* h, uint32_t word_addr) {
     DlSim* s = static_cast<DlSim*>(h);
     s->top->CSR_ADDRESS = word_addr;
     s->top->CSR_READ = 1;
+    s->latch();
     s->step_one();
     s->top->CSR_READ = 0;
+    s->latch();
     s->top->clk = 0;
     s->top->eval();
     return uint32_t(s->top->CSR_READDATA);
