@@ -32,7 +32,7 @@ from dlproc.gateware.compute import ComputeUnit
 from dlproc.synth import SynthResult, run_yosys
 
 TOP = "dlproc_compute"
-BLOCKS = ("adder", "upsample", "lrn", "softmax")
+BLOCKS = ("adder", "upsample", "lrn", "softmax", "fc")
 
 
 def hardware(c: int, blocks: tuple[str, ...] = ()) -> isa.HardwareParams:

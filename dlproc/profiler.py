@@ -7,6 +7,15 @@ Deep Learning HDL Toolbox: a ``Network`` row with LastFrameLatency(cycles), Last
 FramesNum, Total Latency and Frames/s, then one row per layer, the clock in a footnote. dlproc adds
 the MAC utilization of each layer: true multiply-accumulates / (cycles * C * C).
 
+The MARK counters give per-layer times only; what the MAC hardware did is counted by two run-wide
+performance counters (dlproc.regmap): MAC_ACTIVE, the cycles the C x C conv array consumed an INP
+word (C*C MACs), and FC_MAC_ACTIVE, the cycles the FC engine's F lanes consumed a weight slice
+(F MACs). A target that reads them (the ``sim`` target does) passes them as :class:`MacActivity`,
+and the table adds the measured figure for the frame: issued MACs = MAC_ACTIVE*C*C +
+FC_MAC_ACTIVE*F over cycles * C * C. It counts the lanes the hardware issued, padding included, so
+it is at least the true-MAC utilization; an FC layer on the FC engine can reach at most F/(C*C)
+of the array's peak (F MACs per cycle, bound by the weight stream).
+
 The ``golden`` target (the ISA-level simulator) is functional and has no cycle counts; its profile
 says so instead of inventing numbers.
 """
@@ -16,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LayerProfile", "ProfileResult", "TITLE", "layer_cycles"]
+__all__ = ["LayerProfile", "MacActivity", "ProfileResult", "TITLE", "layer_cycles"]
 
 TITLE = "Deep Learning Processor Profiler Performance Results"
 
@@ -30,6 +39,18 @@ class LayerProfile:
 
 
 @dataclass
+class MacActivity:
+    """The MAC_ACTIVE and FC_MAC_ACTIVE counters of one frame (hardware-measured)."""
+
+    conv_cycles: int  #: MAC_ACTIVE: cycles of C*C MACs on the conv array
+    fc_cycles: int  #: FC_MAC_ACTIVE: cycles of F MACs on the FC engine
+    fc_lanes: int  #: F (0 when the configuration has no FC engine)
+
+    def issued_macs(self, c: int) -> int:
+        return self.conv_cycles * c * c + self.fc_cycles * self.fc_lanes
+
+
+@dataclass
 class ProfileResult:
     """The profile of the last frame of a predict() call (plus the batch's total latency)."""
 
@@ -40,6 +61,14 @@ class ProfileResult:
     last_frame_cycles: int | None
     total_cycles: int | None
     layers: list[LayerProfile] = field(default_factory=list)
+    mac_activity: MacActivity | None = None  #: the last frame's MAC counters, where measured
+
+    @property
+    def issued_utilization(self) -> float | None:
+        """(MAC_ACTIVE*C*C + FC_MAC_ACTIVE*F) / (cycles * C * C) of the last frame, if measured."""
+        if self.mac_activity is None or not self.last_frame_cycles:
+            return None
+        return self.mac_activity.issued_macs(self.c) / (self.last_frame_cycles * self.c * self.c)
 
     @property
     def has_cycles(self) -> bool:
@@ -56,8 +85,11 @@ class ProfileResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of ``dlproc predict --json --profile``."""
-        return {"layers": [{"name": l.name, "cycles": l.cycles} for l in self.layers],
-                "total": {"cycles": self.last_frame_cycles}}
+        total: dict[str, Any] = {"cycles": self.last_frame_cycles}
+        if self.mac_activity is not None:
+            total.update(mac_active=self.mac_activity.conv_cycles, fc_mac_active=self.mac_activity.fc_cycles,
+                         fc_lanes=self.mac_activity.fc_lanes)
+        return {"layers": [{"name": l.name, "cycles": l.cycles} for l in self.layers], "total": total}
 
     def table(self) -> str:
         if not self.has_cycles:
@@ -76,6 +108,14 @@ class ProfileResult:
             lines.append(f"{'    ' + l.name:<24}{l.cycles:>26,}{self.seconds(l.cycles):>28.5f}{'':>40}{util}")
         lines.append(f" * The clock frequency of the DL processor is: {self.clock_mhz:g}MHz")
         lines.append(f" * MAC util. = multiply-accumulates / (cycles x {self.c}x{self.c} MAC array)")
+        act = self.mac_activity
+        if act is not None and self.last_frame_cycles:
+            cyc = self.last_frame_cycles
+            fc = (f", FC lanes {act.fc_cycles:,} cycles x {act.fc_lanes} MACs ({100 * act.fc_cycles / cyc:.1f}%)"
+                  if act.fc_lanes else "")
+            lines.append(f" * Measured (MAC_ACTIVE, FC_MAC_ACTIVE): MAC array {act.conv_cycles:,} cycles "
+                         f"({100 * act.conv_cycles / cyc:.1f}%){fc}; issued MACs / (cycles x {self.c}x{self.c}) "
+                         f"= {100 * self.issued_utilization:.1f}%")
         return "\n".join(lines)
 
     def _network_util(self) -> float:
@@ -87,8 +127,9 @@ class ProfileResult:
 
 
 def layer_cycles(cn: Any, marks: list[int] | None, frame_cycles: int | None, target: str, frames: int,
-                 total_cycles: int | None) -> ProfileResult:
-    """Turn the latched MARK values (cycles since START, one per profile entry) into a profile."""
+                 total_cycles: int | None, mac_activity: MacActivity | None = None) -> ProfileResult:
+    """Turn the latched MARK values (cycles since START, one per profile entry) into a profile;
+    ``mac_activity`` is the last frame's MAC counters where the target reads them."""
     layers = []
     prev = 0
     for entry in cn.profile:
@@ -100,4 +141,4 @@ def layer_cycles(cn: Any, marks: list[int] | None, frame_cycles: int | None, tar
         prev = marks[entry.index]
         util = entry.macs / (cycles * cn.c * cn.c) if cycles > 0 and entry.macs else None
         layers.append(LayerProfile(name, cycles, entry.macs, util))
-    return ProfileResult(target, cn.clock_mhz, cn.c, frames, frame_cycles, total_cycles, layers)
+    return ProfileResult(target, cn.clock_mhz, cn.c, frames, frame_cycles, total_cycles, layers, mac_activity)

@@ -74,6 +74,8 @@ PERF_COUNTERS: tuple[tuple[str, str], ...] = (
     ("MEM_RD_BEATS", "read data beats received on the memory master"),
     ("MEM_WR_BEATS", "write data beats accepted on the memory master"),
     ("MEM_WAIT", "cycles the memory master held a command or write beat under waitrequest"),
+    ("MAC_ACTIVE", "cycles the C x C MAC array consumed an INP word (C*C MACs each; CONV and the conv-mapped layers)"),
+    ("FC_MAC_ACTIVE", "cycles the FC engine's F lanes consumed a weight slice (F = fc_lanes MACs each)"),
 )
 PERF_BASE = 0x20
 

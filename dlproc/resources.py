@@ -358,7 +358,8 @@ def estimate_resources(config: Any, device: str | Device | None = None, include_
             fc_bits += bits
         rows.append(ModuleEstimate("fc", dsp_for(int8=t),
                                    round(_CAL["fc_fixed"] + _CAL["fc_per_lane"] * t), fc_ram, fc_bits, t,
-                                   f"{t} MAC lanes, x buffer {sizes['fc_in_depth']} elements in {t} byte banks",
+                                   f"{t} MAC lanes, x buffer {sizes['fc_in_depth']} elements in {t} byte banks "
+                                   f"(single-buffered; no output memory)",
                                    generated=_in_gateware(config, "fc")))
     if config.module_enabled("adder"):
         # The add engine (dlproc.gateware.add) reads both operands from INP and writes OUT through

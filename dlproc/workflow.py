@@ -28,7 +28,7 @@ from dlproc import isa, netfile, regmap
 from dlproc.compiler import CompiledNetwork, compile_network
 from dlproc.compiler import host
 from dlproc.errors import CompileError, DlprocError, SimulationError
-from dlproc.profiler import ProfileResult, layer_cycles  # noqa: F401 - ProfileResult is what predict returns
+from dlproc.profiler import MacActivity, ProfileResult, layer_cycles  # noqa: F401 - ProfileResult is what predict returns
 
 __all__ = ["Workflow", "TARGETS", "FrameRun"]
 
@@ -41,6 +41,7 @@ class FrameRun:
 
     cycles: int | None
     marks: list[int] | None
+    mac: MacActivity | None = None  #: MAC_ACTIVE / FC_MAC_ACTIVE, where the target reads them
 
 
 def _resolve_config(config: Any) -> Any:
@@ -166,7 +167,8 @@ class Workflow:
         result = outputs[cn.network_outputs[0]] if len(outputs) == 1 else outputs
         if not profile:
             return result
-        prof = layer_cycles(cn, run.marks, run.cycles, self.target, len(xq), total if run.cycles is not None else None)
+        prof = layer_cycles(cn, run.marks, run.cycles, self.target, len(xq), total if run.cycles is not None else None,
+                            run.mac)
         if display:
             print(prof.table())
         return result, prof
@@ -197,7 +199,10 @@ class Workflow:
             low = self._machine.csr_read(regmap.offset("PROF_DATA_LO"))
             high = self._machine.csr_read(regmap.offset("PROF_DATA_HI"))
             marks[entry.index] = (high << 32) | low
-        return FrameRun(res.hw_cycles, marks)
+        hw = self._geom.hw
+        mac = MacActivity(self._machine.csr_read(regmap.offset("MAC_ACTIVE")),
+                          self._machine.csr_read(regmap.offset("FC_MAC_ACTIVE")), hw.fc_lanes if hw.fc else 0)
+        return FrameRun(res.hw_cycles, marks, mac)
 
     def close(self) -> None:
         if self._machine is not None and hasattr(self._machine, "close"):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from dlproc import isa
 from dlproc.config import PRESETS, ProcessorConfig
 from dlproc.errors import ConfigError
 
@@ -106,8 +107,9 @@ def test_unknown_preset_lists_presets() -> None:
 
 # Block RAM arithmetic of docs/config.md: word widths and depths of each on-chip memory, packed
 # into the device's RAM blocks in the cheapest width/depth mode. ACC is budgeted at its worst
-# case (one output channel block filling an OUT half), FC buffers double-buffered, the adder's
-# three FIFOs at their depth.
+# case (one output channel block filling an OUT half), the FC engine's x buffer as F byte banks of
+# ceil(fc.InputMemorySize / F) rows (single-buffered; the FC engine has no output memory: its
+# results go through the shared output stage to OUT), the adder's three FIFOs at their depth.
 M10K_MODES = [(8192, 1), (4096, 2), (2048, 5), (1024, 10), (512, 20), (256, 40)]
 M20K_MODES = [(16384, 1), (8192, 2), (4096, 5), (2048, 10), (1024, 20), (512, 40)]
 
@@ -121,16 +123,17 @@ def _ram_blocks(cfg: ProcessorConfig, modes: list[tuple[int, int]]) -> int:
     shapes = cfg.buffer_shapes()
     total = sum(_blocks(s.depth, s.width_bits, modes) for s in shapes.values())
     total += _blocks(shapes["OUT"].depth // 2, 32 * c, modes)  # ACC
-    t = cfg.get_module_property("fc", "FCThreadNumber")
-    for prop in ("InputMemorySize", "OutputMemorySize"):
-        total += _blocks(2 * math.ceil(cfg.get_module_property("fc", prop) / t), 8 * t, modes)
+    if cfg.module_enabled("fc"):
+        sizes = isa.fc_sizes(cfg)
+        f = sizes["fc_lanes"]
+        total += f * _blocks(sizes["fc_in_depth"] // f, 8, modes)
     total += _blocks(3 * cfg.get_module_property("adder", "InputMemorySize"), 8 * c, modes)
     return total
 
 
 @pytest.mark.parametrize("preset,modes,available,expected", [
-    ("de10nano_int8", M10K_MODES, 553, 427),
-    ("arria10soc_int8", M20K_MODES, 2131, 1089),
+    ("de10nano_int8", M10K_MODES, 553, 403),
+    ("arria10soc_int8", M20K_MODES, 2131, 1088),
 ])
 def test_preset_buffers_fit_the_device_ram(preset: str, modes: list, available: int, expected: int) -> None:
     cfg = ProcessorConfig.preset(preset)
@@ -297,3 +300,17 @@ def test_copy_is_independent() -> None:
 def test_not_equal_to_other_types() -> None:
     assert ProcessorConfig() != {"conv": {}}
     assert ProcessorConfig() != ProcessorConfig.preset("de10nano_int8")
+
+
+@pytest.mark.parametrize("preset,modes", [("de10nano_int8", M10K_MODES), ("arria10soc_int8", M20K_MODES)])
+def test_resource_estimator_counts_the_fc_x_buffer_like_the_gateware(preset: str, modes: list) -> None:
+    """dlproc.resources' fc row: F single-buffered byte banks of ceil(InputMemorySize / F) rows
+    (gateware/fc.py), no output memory, the same figure as the arithmetic above."""
+    from dlproc.resources import estimate_resources
+
+    cfg = ProcessorConfig.preset(preset)
+    sizes = isa.fc_sizes(cfg)
+    f = sizes["fc_lanes"]
+    row = next(r for r in estimate_resources(cfg).rows if r.name == "fc")
+    assert row.ram == f * _blocks(sizes["fc_in_depth"] // f, 8, modes) == 32
+    assert row.ram_bits == sizes["fc_in_depth"] * 8

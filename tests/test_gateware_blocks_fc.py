@@ -103,11 +103,14 @@ def test_fc_one_slice_per_cycle():
     writes = [cyc for cyc, kind, _ in res.events if kind == "write"]
     assert np.diff(writes).tolist() == [4 * 8, 4 * 8]
     assert res.cycles <= 12 * 8 + 20, res.cycles
+    # fc_mac_active (the FC_MAC_ACTIVE counter) is high once per slice; the conv array's is not.
+    assert (res.fc_mac_cycles, res.mac_cycles) == (12 * 8, 0)
 
 
 @pytest.mark.parametrize("insn, code", [
     (isa.Fc(n_in=97, n_out=1), isa.ErrorCode.SRAM_RANGE),  # beyond the x buffer
     (isa.Fc(n_in=8, n_out=65), isa.ErrorCode.ILLEGAL_FIELD),  # beyond fc.OutputMemorySize
+    (isa.Fc(n_in=97, n_out=65), isa.ErrorCode.ILLEGAL_FIELD),  # both: the intake's field check first
     (isa.Fc(n_in=8, n_out=4, wgt_base=95, load_x=0), isa.ErrorCode.SRAM_RANGE),
     (isa.Fc(n_in=8, n_out=4, prm_base=24), isa.ErrorCode.SRAM_RANGE),
     (isa.Fc(n_in=8, n_out=4, out_base=64), isa.ErrorCode.SRAM_RANGE),

@@ -148,6 +148,7 @@ class _Bench(Elaboratable):
         self.busy_cycles = Signal(32)
         self.stall_cycles = Signal(32)
         self.mac_cycles = Signal(32)
+        self.fc_mac_cycles = Signal(32)
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -169,6 +170,7 @@ class _Bench(Elaboratable):
             self.busy_cycles.eq(self.busy_cycles + dut.busy),
             self.stall_cycles.eq(self.stall_cycles + dut.stall),
             self.mac_cycles.eq(self.mac_cycles + dut.mac_active),
+            self.fc_mac_cycles.eq(self.fc_mac_cycles + dut.fc_mac_active),
         ]
         return m
 
@@ -184,6 +186,7 @@ class RunResult:
     busy_cycles: int
     stall_cycles: int
     mac_cycles: int
+    fc_mac_cycles: int = 0
     tokens_left: tuple[int, int] = (0, 0)
     events: list = field(default_factory=list)
 
@@ -235,7 +238,7 @@ def run_program(hw: isa.HardwareParams, buf: Buffers, insns: list, *, acc_depth:
         state["error_code"] = int(ctx.get(dut.error_code)) if ctx.get(dut.error) else 0
         state["out"] = np.array([_unpack_out(ctx.get(bench.out_mem.data[k]), hw.c)
                                  for k in range(hw.out_depth)])
-        for name in ("c2l_pushes", "c2s_pushes", "busy_cycles", "stall_cycles", "mac_cycles"):
+        for name in ("c2l_pushes", "c2s_pushes", "busy_cycles", "stall_cycles", "mac_cycles", "fc_mac_cycles"):
             state[name] = int(ctx.get(getattr(bench, name)))
         state["tokens_left"] = (int(ctx.get(bench.l2c)), int(ctx.get(bench.s2c)))
 

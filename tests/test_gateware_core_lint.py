@@ -69,6 +69,16 @@ def test_verilator_lint_is_clean_with_documented_waivers(small_verilog):
 
 
 @pytest.mark.slow
+def test_verilator_lint_is_clean_with_every_optional_block():
+    """The optional blocks' gateware (adder, upsample, LRN, softmax, FC with F = 4) at C = 4 lints
+    clean with the same waivers: no CMPCONST/UNSIGNED constant compares, no other class."""
+    hw = small_hw(adder=True, upsample=True, lrn=True, softmax=True, fc=True, fc_lanes=4, fc_in_depth=64,
+                  fc_out_max=64)
+    report = lint(generate_verilog(hw))
+    assert "%Warning" not in report and "%Error" not in report
+
+
+@pytest.mark.slow
 def test_generate_command_writes_verilog_and_manifest(tmp_path, capsys):
     cfg = small_config()
     cfg.save(tmp_path / "cfg.toml")

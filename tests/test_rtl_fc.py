@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dlproc import isa
+from dlproc import isa, regmap
 from dlproc.golden import ops
 from dlproc.golden.run import run_int8
 from dlproc.layerprog import FcLayer, build_fc_program, run_on_isasim
@@ -21,6 +21,10 @@ from test_rtl_blocks import _all_blocks_config
 pytestmark = pytest.mark.slow
 
 CFG = _all_blocks_config()
+
+
+def sim_hw() -> isa.HardwareParams:
+    return isa.HardwareParams.from_config(CFG)
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +50,13 @@ def test_fc_layer_program_rtl_matches_isasim_and_golden(sim):
     ref = requantize(ops.fully_connected(x.reshape(1, -1), wt, bias, 4)[0], mult, shift, -7, -7, 127)
     np.testing.assert_array_equal(run_on_isasim(prog)[0].reshape(-1), ref)
     np.testing.assert_array_equal(out.reshape(-1), ref)
+    # The MAC counters: FC_MAC_ACTIVE is one cycle per weight slice (n_out * ceil(n_in / F) per FC),
+    # and the conv array did nothing.
+    f = sim_hw().fc_lanes
+    slices = sum(i.n_out * -(-i.n_in // f) for i in prog.instructions if isinstance(i, isa.Fc))
+    assert slices > 0
+    assert sim.csr_read(regmap.offset("FC_MAC_ACTIVE")) == slices
+    assert sim.csr_read(regmap.offset("MAC_ACTIVE")) == 0
 
 
 def test_gemm_softmax_network_on_rtl_is_bit_exact():
@@ -55,9 +66,16 @@ def test_gemm_softmax_network_on_rtl_is_bit_exact():
     ref = run_int8(qnet, qnet.quantize_input(x), collect=True)
     wf = Workflow(qnet, CFG, target="sim")
     try:
-        y = wf.predict(x)
+        y, prof = wf.predict(x, profile=True, display=False)
     finally:
         wf.close()
+    # The profile carries the measured MAC counters of the last frame: the conv layer on the array,
+    # the two Gemm layers on the FC engine's lanes.
+    act = prof.mac_activity
+    assert act is not None and act.fc_lanes == sim_hw().fc_lanes
+    assert act.conv_cycles > 0 and act.fc_cycles > 0
+    assert 0 < prof.issued_utilization <= 1
+    assert "FC_MAC_ACTIVE" in prof.table()
     opcodes = {insn.OPCODE for insn in isa.decode_program(wf.compiled.instructions)}
     assert {isa.Opcode.FC, isa.Opcode.SMXTAB, isa.Opcode.SOFTMAX} <= opcodes
     for t in wf.compiled.outputs:

@@ -40,7 +40,9 @@ with ``ResetInserter``) when a run starts.
 ``busy`` is high while an instruction is executing anywhere in the unit (sequencer dispatching,
 an engine working, or results in flight), ``stall`` while the sequencer waits for a token
 (both can be high together: a drain may run while the next instruction waits). ``mac_active``
-is high in every cycle the MAC array consumes an INP word (C*C MACs).
+is high in every cycle the MAC array consumes an INP word (C*C MACs), ``fc_mac_active`` in every
+cycle the FC engine's lanes multiply a weight slice (``hw.fc_lanes`` MACs; always low without the
+FC engine). The core counts both (perf counters MAC_ACTIVE and FC_MAC_ACTIVE).
 
 Errors (sticky ``error`` with an :class:`dlproc.isa.ErrorCode` in ``error_code``): an opcode
 other than CONV/POOL/FINISH and the optional blocks' gives ILLEGAL_OPCODE, an optional block's
@@ -128,6 +130,7 @@ class ComputeUnit(wiring.Component):
             "busy": Out(1),
             "stall": Out(1),
             "mac_active": Out(1),
+            "fc_mac_active": Out(1),
             "finished": Out(1),
             "error": Out(1),
             "error_code": Out(4),
@@ -195,7 +198,7 @@ class ComputeUnit(wiring.Component):
                 wgt_addr = Mux(eng.wgt.en, eng.wgt.addr, wgt_addr)
             m.d.comb += [
                 self.wgt.addr.eq(wgt_addr),
-                self.wgt.en.eq(conv.wgt.en | sum((eng.wgt.en for eng in wgt_users), start=0).bool()),
+                self.wgt.en.eq(_any([conv.wgt.en, *(eng.wgt.en for eng in wgt_users)])),
                 conv.wgt.data.eq(self.wgt.data),
             ]
             m.d.comb += [eng.wgt.data.eq(self.wgt.data) for eng in wgt_users]
@@ -227,6 +230,8 @@ class ComputeUnit(wiring.Component):
             self.tok_c2s_push.eq((done_item & ostage.o.tag[2]) | finish_push_next),
             self.mac_active.eq(conv.mac_active),
         ]
+        if isa.Opcode.FC in extra:
+            m.d.comb += self.fc_mac_active.eq(extra[isa.Opcode.FC][0].mac_active)
 
         # ---------------------------------------------------------------- sequencer
         ir = Signal(isa.INSN_LAYOUT)

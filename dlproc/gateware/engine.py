@@ -1,6 +1,6 @@
 """The command intake every instruction engine shares: accept handshake, command register, checks.
 
-Each engine (conv, pool, add, upsample, LRN, softmax) starts an instruction the same way: while
+Each engine (conv, pool, add, upsample, LRN, softmax, FC) starts an instruction the same way: while
 it can take one, it accepts the command stream's payload into a register, and in the next cycle
 it checks the fields before it reads anything (an illegal instruction writes nothing, like the
 ISA-level simulator). :class:`EngineCommand` is that preamble, once.

@@ -26,7 +26,8 @@ Pipeline of the dot product (one slice per cycle, no stall):
 * 1: slice ``s % K`` of the word selected, x lanes of the last slice beyond n_in masked to 0;
 * 2: F int8 x int8 products registered;
 * adder tree, registered every two levels;
-* A: the scalar accumulator: ``acc = (first slice ? bias[o % C] : acc) + tree``; after the last
+* A: the scalar accumulator: ``acc = (first slice ? bias[o % C] : acc) + tree`` (the addend is
+  prepared one stage earlier, so the lane multiplexer is not in front of the adder); after the last
   slice of output o, ``acc`` goes into lane o % C of the block's accumulator word, and the word
   goes to the output stage after lane C-1 or the last output. The PRM word of the block is read
   when its first item is one stage before A and stays on the port's data while the block passes
@@ -37,18 +38,24 @@ the pipeline and the output stage.
 
 Run-time checks: zero sizes, act_min > act_max, n_out > fc_out_max and bad PRM words give
 ILLEGAL_FIELD; n_in beyond the x buffer and INP/WGT/PRM/OUT words beyond their depths SRAM_RANGE
-(checked per word as it is addressed; nothing is read or written there).
+(checked per word as it is addressed; nothing is read or written there). The command comes in
+through the shared :class:`~dlproc.gateware.engine.EngineCommand`, which registers the field
+check and the x-buffer range for SETUP.
+
+``mac_active`` is high once per weight slice (F MACs), in the products' stage: the compute
+unit's ``fc_mac_active``, counted by the core's FC_MAC_ACTIVE performance counter.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import Out, In
 
 from dlproc import isa
 
 from .conv import TAG_BITS, _read_port, inp_word_layout, wgt_word_layout
+from .engine import EngineCommand
 from .output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature, prm_word_layout, requant_params_ok
 
 __all__ = ["FC_CMD_LAYOUT", "FcEngine", "fc_pipeline_depth"]
@@ -101,7 +108,7 @@ class FcEngine(wiring.Component):
         code = Signal(4)
         m.d.comb += [self.error.eq(error), self.error_code.eq(code)]
 
-        def fail(value: int) -> None:
+        def fail(value: int | Value) -> None:
             with m.If(~error):
                 m.d.sync += [error.eq(1), code.eq(value)]
 
@@ -113,21 +120,38 @@ class FcEngine(wiring.Component):
             banks_w.append(mem.write_port())
             banks_r.append(mem.read_port())
 
-        a = Signal(FC_CMD_LAYOUT)
+        # Accept and check (registered, see engine.py): the field check and the x-buffer range
+        # (n_in beyond fc_in_depth) are used in SETUP; INP/WGT/PRM/OUT words are checked as the
+        # engine addresses them.
+        m.submodules.command = command = EngineCommand(
+            FC_CMD_LAYOUT,
+            illegal=lambda fl: ((fl.n_in == 0) | (fl.n_out == 0) | (fl.act_min > fl.act_max)
+                                | (fl.n_out > hw.fc_out_max)),
+            ranges=[(lambda fl: fl.n_in, hw.fc_in_depth)],
+        )
+        wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
+        a = command.fields
         wide = isa.SRAM_ADDR_BITS + 2
-        n_slices = Signal(24)  # S = ceil(n_in / F)
+        j_last = Signal(24)  # S - 1, S = ceil(n_in / F) slices per output
+        o_last = Signal(16)  # n_out - 1
         rem = Signal(range(f + 1))  # lanes of the last slice
-        # Copy state.
+        # Copy state. The sums the copy needs next (the next INP address, the next word's first
+        # element) are kept as counters of their own, so that no adder sits in front of a compare
+        # or of the INP address.
         g = min(c, f)  # lanes per chunk
         n_chunks = -(-c // g)
         c_addr = Signal(wide)
+        c_next = Signal(wide)  # c_addr + 1
         c_elem = Signal(26)  # element index of the current chunk's lane 0
-        c_word_elem = Signal(26)  # element index of the current word's lane 0
+        c_word_next = Signal(26)  # element index of the next word's lane 0
         c_q = Signal(range(max(n_chunks, 2)))
         # Issue state.
         o = Signal(16)
         o_lane = Signal(range(max(c, 2)))
-        ob = Signal(wide)  # output block (PRM/OUT word offset)
+        # PRM and OUT word of the current output block (prm_base + block, out_base + block) as
+        # counters: the range checks then compare registers with constants.
+        pa = Signal(wide + 1)
+        oa = Signal(wide + 1)
         j = Signal(24)
         q = Signal(range(max(k_per, 2)))
         wa = Signal(wide)
@@ -141,26 +165,23 @@ class FcEngine(wiring.Component):
         with m.FSM(name="fc") as fsm:
             with m.State("IDLE"):
                 # A new command waits for the previous one's pipeline: its fields are still in use.
-                m.d.comb += self.cmd.ready.eq(~error & ~pipe_busy)
-                with m.If(self.cmd.valid & self.cmd.ready):
-                    m.d.sync += a.eq(self.cmd.payload)
+                m.d.comb += command.enable.eq(~error & ~pipe_busy)
+                with m.If(command.take):
                     m.next = "SETUP"
             with m.State("SETUP"):
                 m.d.sync += [
-                    n_slices.eq((a.n_in + (f - 1)) >> lf),
-                    c_addr.eq(a.inp_base), c_elem.eq(0), c_word_elem.eq(0), c_q.eq(0),
-                    o.eq(0), o_lane.eq(0), ob.eq(0), j.eq(0), q.eq(0), wa.eq(a.wgt_base),
+                    j_last.eq((a.n_in - 1) >> lf), o_last.eq(a.n_out - 1),
+                    c_addr.eq(a.inp_base), c_next.eq(a.inp_base + 1), c_elem.eq(0), c_word_next.eq(c),
+                    c_q.eq(0), o.eq(0), o_lane.eq(0), pa.eq(a.prm_base), oa.eq(a.out_base), j.eq(0), q.eq(0),
+                    wa.eq(a.wgt_base),
                 ]
-                with m.If((a.n_in == 0) | (a.n_out == 0) | (a.act_min > a.act_max) | (a.n_out > hw.fc_out_max)):
-                    fail(E.ILLEGAL_FIELD)
-                    m.next = "IDLE"
-                with m.Elif(a.n_in > hw.fc_in_depth):
-                    fail(E.SRAM_RANGE)
+                with m.If(command.fault):  # ILLEGAL_FIELD before SRAM_RANGE
+                    fail(command.code)
                     m.next = "IDLE"
                 with m.Else():
                     m.next = "SETUP2"
             with m.State("SETUP2"):
-                m.d.sync += rem.eq(a.n_in - ((n_slices - 1) << lf))
+                m.d.sync += rem.eq(a.n_in - (j_last << lf))
                 with m.If(a.load_x):
                     m.next = "COPY_READ"
                 with m.Else():
@@ -194,31 +215,36 @@ class FcEngine(wiring.Component):
                     valid = Mux(r[bit], valid.rotate_left(sh), valid)
                 base = c_elem >> lf
                 for b in range(f):
-                    # Bank b < r holds an element of the next row (b = F-1 never does).
-                    row = Mux(Const(b, lf + 1) < r, base + 1, base) if lf and b < f - 1 else base
+                    # Bank b < r holds an element of the next row (b = F-1 never does). The row
+                    # limit is compared on ``base`` (base + 1 < rows is base < rows - 1), so the
+                    # write enable does not wait for the increment.
+                    if lf and b < f - 1:
+                        nxt = Const(b, lf + 1) < r
+                        row, in_rows = Mux(nxt, base + 1, base), Mux(nxt, base < rows - 1, base < rows)
+                    else:
+                        row, in_rows = base, base < rows
                     m.d.comb += [banks_w[b].addr.eq(row), banks_w[b].data.eq(vals.word_select(b, 8)),
-                                 banks_w[b].en.eq(valid[b] & (row < rows))]
+                                 banks_w[b].en.eq(valid[b] & in_rows)]
                 last_chunk = c_q == n_chunks - 1
-                more_words = c_word_elem + c < a.n_in
+                more_words = c_word_next < a.n_in
                 with m.If(~last_chunk):
                     m.d.sync += [c_q.eq(c_q + 1), c_elem.eq(c_elem + g)]
                 with m.Else():
-                    m.d.sync += [c_q.eq(0), c_elem.eq(c_word_elem + c), c_word_elem.eq(c_word_elem + c),
-                                 c_addr.eq(c_addr + 1)]
+                    m.d.sync += [c_q.eq(0), c_elem.eq(c_word_next), c_word_next.eq(c_word_next + c),
+                                 c_addr.eq(c_next), c_next.eq(c_next + 1)]
                     with m.If(more_words):
                         # Read the next word now: its data replaces this one's after this cycle.
-                        with m.If(c_addr + 1 >= hw.inp_depth):
+                        with m.If(c_next >= hw.inp_depth):
                             fail(E.SRAM_RANGE)
                             m.next = "IDLE"
                         with m.Else():
-                            m.d.comb += [self.inp.addr.eq(c_addr + 1), self.inp.en.eq(1)]
+                            m.d.comb += [self.inp.addr.eq(c_next), self.inp.en.eq(1)]
                     with m.Else():
                         m.next = "RUN"
             # ---- dot products: one slice per cycle
             with m.State("RUN"):
                 bad = ((wa >= hw.wgt_depth)
-                       | ((j == 0) & (o_lane == 0) & ((a.prm_base + ob >= hw.prm_depth)
-                                                       | (a.out_base + ob >= hw.out_depth))))
+                       | ((j == 0) & (o_lane == 0) & ((pa >= hw.prm_depth) | (oa >= hw.out_depth))))
                 with m.If(error):
                     m.next = "IDLE"
                 with m.Elif(bad):
@@ -226,35 +252,38 @@ class FcEngine(wiring.Component):
                     m.next = "IDLE"
                 with m.Else():
                     m.d.comb += [issue.eq(1), self.wgt.addr.eq(wa), self.wgt.en.eq(1)]
-                    last_j = j == n_slices - 1
                     with m.If(q == k_per - 1):
                         m.d.sync += [q.eq(0), wa.eq(wa + 1)]
                     with m.Else():
                         m.d.sync += q.eq(q + 1)
-                    with m.If(~last_j):
+                    with m.If(j != j_last):
                         m.d.sync += j.eq(j + 1)
                     with m.Else():
                         m.d.sync += [j.eq(0), o.eq(o + 1)]
                         with m.If(o_lane == c - 1):
-                            m.d.sync += [o_lane.eq(0), ob.eq(ob + 1)]
+                            m.d.sync += [o_lane.eq(0), pa.eq(pa + 1), oa.eq(oa + 1)]
                         with m.Else():
                             m.d.sync += o_lane.eq(o_lane + 1)
-                        with m.If(o == a.n_out - 1):
+                        with m.If(o == o_last):
                             m.next = "IDLE"
         for br in banks_r:
             m.d.comb += [br.addr.eq(j), br.en.eq(issue)]
 
         # ------------------------------------------------------------------ data path
+        # Each slice carries its bookkeeping down the pipeline; the PRM/OUT words travel as
+        # addresses (checked in RUN, so they fit the ports' widths).
         meta = data.StructLayout({
             "valid": 1, "q": range(max(k_per, 2)), "first": 1, "last_j": 1, "lane": range(max(c, 2)),
-            "ob": wide, "blk_first": 1, "blk_last": 1, "last": 1,
+            "pa": self.prm_bits, "oa": self.out_bits, "blk_first": 1, "blk_last": 1, "last": 1,
         })
         m0 = Signal(meta)
-        last_o = o == a.n_out - 1
+        last_o = o == o_last
+        last_j = j == j_last
         m.d.comb += [
-            m0.valid.eq(issue), m0.q.eq(q), m0.first.eq(j == 0), m0.last_j.eq(j == n_slices - 1),
-            m0.lane.eq(o_lane), m0.ob.eq(ob), m0.blk_first.eq((j == 0) & (o_lane == 0)),
-            m0.blk_last.eq((o_lane == c - 1) | last_o), m0.last.eq(last_o & (j == n_slices - 1)),
+            m0.valid.eq(issue), m0.q.eq(q), m0.first.eq(j == 0), m0.last_j.eq(last_j),
+            m0.lane.eq(o_lane), m0.pa.eq(pa[:self.prm_bits]), m0.oa.eq(oa[:self.out_bits]),
+            m0.blk_first.eq((j == 0) & (o_lane == 0)),
+            m0.blk_last.eq((o_lane == c - 1) | last_o), m0.last.eq(last_o & last_j),
         ]
         depth = fc_pipeline_depth(f)
         pipe = [m0]
@@ -306,8 +335,7 @@ class FcEngine(wiring.Component):
 
         # PRM word of a block: read when its first item is one stage before A.
         pre = pipe[depth - 1]
-        m.d.comb += [self.prm.addr.eq(a.prm_base + pre.ob),
-                     self.prm.en.eq(pre.valid & pre.blk_first)]
+        m.d.comb += [self.prm.addr.eq(pre.pa), self.prm.en.eq(pre.valid & pre.blk_first)]
         # Stage A.
         ma = pipe[depth]
         prm_word = self.prm.data
@@ -316,14 +344,21 @@ class FcEngine(wiring.Component):
             params_ok = params_ok & requant_params_ok(prm_word[lane])
         with m.If(ma.valid & ma.blk_first & ~params_ok):
             fail(E.ILLEGAL_FIELD)
-        bias_lane = Signal(signed(32))
-        with m.Switch(ma.lane):
+        # The scalar accumulator's addend, prepared one stage early: for an output's first slice
+        # the bias of its lane, else the running sum that stage A forms in this cycle (the item
+        # one stage before A follows the item in A without a gap, as RUN issues every cycle).
+        # Only the block's first item (lane 0) cannot have it prepared, since its PRM word
+        # arrives in stage A: it takes lane 0's bias from the port. This keeps the C-way lane
+        # multiplexer and the PRM read data out of the accumulator's carry chain.
+        bias_pre = Signal(signed(32))
+        with m.Switch(pre.lane):
             for lane in range(c):
                 with m.Case(lane):
-                    m.d.comb += bias_lane.eq(prm_word[lane].bias)
-        racc = Signal(signed(32))
+                    m.d.comb += bias_pre.eq(prm_word[lane].bias)
+        addend = Signal(signed(32))
         run = Signal(signed(32))
-        m.d.comb += run.eq(Mux(ma.first, bias_lane, racc) + tree)
+        m.d.comb += run.eq(Mux(ma.blk_first, prm_word[0].bias, addend) + tree)
+        m.d.sync += addend.eq(Mux(pre.first, bias_pre, run))
         accw = Signal(data.ArrayLayout(signed(32), c))
         new_w = Signal(data.ArrayLayout(signed(32), c))
         for lane in range(c):
@@ -336,10 +371,9 @@ class FcEngine(wiring.Component):
         s_last = Signal()
         m.d.sync += send.eq(0)
         with m.If(ma.valid & ~error):
-            m.d.sync += [racc.eq(run), accw.eq(new_w)]
+            m.d.sync += accw.eq(new_w)
             with m.If(ma.last_j & ma.blk_last):
-                m.d.sync += [send.eq(1), s_acc.eq(new_w), s_addr.eq((a.out_base + ma.ob)[:self.out_bits]),
-                             s_last.eq(ma.last)]
+                m.d.sync += [send.eq(1), s_acc.eq(new_w), s_addr.eq(ma.oa), s_last.eq(ma.last)]
                 for lane in range(c):
                     m.d.sync += [s_par[lane].mult.eq(prm_word[lane].mult),
                                  s_par[lane].mult_neg.eq(prm_word[lane].mult_neg),
@@ -354,9 +388,6 @@ class FcEngine(wiring.Component):
             self.ost.addr.eq(s_addr),
             self.ost.tag.eq(Cat(s_last, a.tag)),
         ]
-        busy_any = send
-        for reg in pipe[1:]:
-            busy_any = busy_any | reg.valid
-        m.d.comb += [pipe_busy.eq(busy_any), self.busy.eq(~fsm.ongoing("IDLE") | pipe_busy)]
+        m.d.comb += [pipe_busy.eq(Cat(send, *(reg.valid for reg in pipe[1:])).any()),
+                     self.busy.eq(~fsm.ongoing("IDLE") | pipe_busy)]
         return m
-

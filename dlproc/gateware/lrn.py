@@ -153,7 +153,9 @@ class LrnEngine(wiring.Component):
                 h_lo = (a.size - 1) >> 1
                 h_hi = a.size >> 1
                 for k in range(-TAP_LO, TAP_HI + 1):
-                    bit = (h_lo >= -k) if k < 0 else (h_hi >= k)
+                    # The centre tap (k = 0) is always in the window: a constant, not h_hi >= 0
+                    # (an always-true unsigned compare, Verilator's UNSIGNED warning).
+                    bit = (h_lo >= -k) if k < 0 else (h_hi >= k) if k > 0 else Const(1)
                     m.d.sync += mask[k + TAP_LO].eq(bit)
                 m.d.sync += [
                     p.eq(0), cb.eq(0), ptag.eq(0),

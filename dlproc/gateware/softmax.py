@@ -94,10 +94,14 @@ class SoftmaxEngine(wiring.Component):
 
         # Accept and check (registered, see engine.py). The instruction's fields are checked in
         # SETUP, its INP/OUT ranges in RANGE; the table load's fields and ranges in TAB_CHECK.
+        # channels > SOFTMAX_MAX_CHANNELS is only checked when the field can hold such a value
+        # (with today's 12-bit field and 4095 channels it cannot: a constant compare, which
+        # Verilator's lint reports as CMPCONST).
+        too_many = SOFTMAX_MAX_CHANNELS < (1 << SOFTMAX_CMD_LAYOUT["channels"].shape.width) - 1
         m.submodules.command = command = EngineCommand(
             SOFTMAX_CMD_LAYOUT,
             illegal=lambda f: ((f.n_pix == 0) | (f.cin_blocks == 0) | (f.channels == 0)
-                               | (f.channels > SOFTMAX_MAX_CHANNELS)),
+                               | ((f.channels > SOFTMAX_MAX_CHANNELS) if too_many else 0)),
             ranges=[(lambda f: f.inp_base + (f.cin_blocks - 1) * f.in_plane + f.n_pix, hw.inp_depth),
                     (lambda f: f.out_base + f.cin_blocks * f.n_pix, hw.out_depth)],
         )

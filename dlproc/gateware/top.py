@@ -249,6 +249,8 @@ class DlprocTop(wiring.Component):
             "MEM_RD_BEATS": arb.rd_beat,
             "MEM_WR_BEATS": arb.wr_beat,
             "MEM_WAIT": arb.bus_wait,
+            "MAC_ACTIVE": comp.mac_active,
+            "FC_MAC_ACTIVE": comp.fc_mac_active,
         }
         perf = {}
         for name, _ in regmap.PERF_COUNTERS:

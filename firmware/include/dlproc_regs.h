@@ -132,6 +132,12 @@
 /* MEM_WAIT (RO): cycles the memory master held a command or write beat under waitrequest */
 #define DLPROC_REG_MEM_WAIT 0x29u
 
+/* MAC_ACTIVE (RO): cycles the C x C MAC array consumed an INP word (C*C MACs each; CONV and the conv-mapped layers) */
+#define DLPROC_REG_MAC_ACTIVE 0x2Au
+
+/* FC_MAC_ACTIVE (RO): cycles the FC engine's F lanes consumed a weight slice (F = fc_lanes MACs each) */
+#define DLPROC_REG_FC_MAC_ACTIVE 0x2Bu
+
 /* PROF_COUNT (RO): MARK instructions executed since START */
 #define DLPROC_REG_PROF_COUNT 0x30u
 
