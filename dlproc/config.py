@@ -836,7 +836,9 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "SegmentationBlockGeneration": True,
         },
         "fc": {
-            "FCThreadNumber": 16,
+            # 8 lanes, not the 16 the DDR port could feed: with 16 the FC engine's multipliers make
+            # 115 DSP blocks (Yosys), more than the 5CSEBA6's 112; with 8 it is 112 of 112.
+            "FCThreadNumber": 8,
             "InputMemorySize": 25088,
             "OutputMemorySize": 4096,
             "SoftmaxBlockGeneration": False,

@@ -356,7 +356,11 @@ def estimate_resources(config: Any, device: str | Device | None = None, include_
             blocks, bits = _mem(sizes["fc_in_depth"] // t, 8, dev)
             fc_ram += blocks
             fc_bits += bits
-        rows.append(ModuleEstimate("fc", dsp_for(int8=t),
+        # Synthesis packs the FC lanes' 8x8 products into the DSP blocks the conv array leaves
+        # partly used (three per Cyclone V block), so the fc row gets the increment of that packing.
+        conv_int8 = c * c if config.module_enabled("conv") else 0
+        fc_dsp = dsp_for(int8=conv_int8 + t) - dsp_for(int8=conv_int8)
+        rows.append(ModuleEstimate("fc", fc_dsp,
                                    round(_CAL["fc_fixed"] + _CAL["fc_per_lane"] * t), fc_ram, fc_bits, t,
                                    f"{t} MAC lanes, x buffer {sizes['fc_in_depth']} elements in {t} byte banks "
                                    f"(single-buffered; no output memory)",

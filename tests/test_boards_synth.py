@@ -69,6 +69,7 @@ def test_de10nano_preset_synthesizes_and_fits(built, record_property) -> None:
           f"{syn['m10k']} M10K, {syn['luts']:,} LUTs, {syn['ff']:,} FFs, ~{syn['alm_estimate']:,} ALMs, "
           f"Fmax {syn['fmax_mhz']} MHz, {syn['seconds']} s")
     assert syn["cells"].get("MISTRAL_MUL9X9", 0) >= 256  # every int8 MAC of the 16x16 array
+    assert syn["dsp_blocks"] <= 112
     assert syn["m10k"] <= 553
     assert syn["alm_estimate"] <= 41509
     assert built["report"]["estimate"]["fits"] is True

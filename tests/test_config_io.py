@@ -72,7 +72,7 @@ def test_de10nano_preset_values() -> None:
     assert cfg.get_property("TargetPlatform") == "Terasic DE10-Nano SoC"
     assert cfg.get_property("SynthesisToolDeviceName") == "5CSEBA6U23I7"
     assert cfg.get_module_property("conv", "ConvThreadNumber") == 256 and cfg.conv_c == 16
-    assert cfg.get_module_property("fc", "FCThreadNumber") == 16
+    assert cfg.get_module_property("fc", "FCThreadNumber") == 8
     assert cfg.target_frequency_mhz == 150.0
     assert cfg.memory_data_width == 128
     assert (cfg.ddr_bytes_per_cycle, cfg.ddr_latency_cycles) == (16, 40)
