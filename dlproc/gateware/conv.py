@@ -15,7 +15,13 @@ Micro-architecture
   so consecutive taps follow each other without a bubble once a tile has >= 3 pixels.
 * **Incremental addresses.** All INP addresses are formed by adding precomputed steps
   (``sx``, ``sy*in_w``, ``dx``, ``dy*in_w``, ``in_plane``) to registered bases; the only
-  multiplications (``sy*in_w`` and ``dy*in_w``, 3 x 16 bits) happen once per instruction.
+  multiplications (``sy*in_w`` and ``dy*in_w``, 3 x 16 bits) happen once per instruction. The
+  bases and steps are *bounded*: their low ``inp_bits`` bits (``log2`` of the INP depth) plus a
+  sticky "beyond the buffer" bit, so the adders are 13 bits wide for 8192 words instead of the
+  38 bits the largest encodable address needs, and the range check ``beyond | (low >= depth)``
+  is still exact. The loop counters count down, each with a registered ``last`` flag, so the
+  loop multiplexers select on flip-flops. (This was the processor's critical path: a 38-bit
+  ``row_base + row_step`` followed by compare-driven multiplexers, 4.95-5.10 ns pre-route.)
 * **Pipeline** (stage numbers = cycles after the INP read is issued): 1 INP data arrives,
   2 INP word registered, 3 C*C products registered, then a pairwise adder tree over the C input
   lanes registered every two levels, then the accumulate stage ``Ss``: the accumulator of pixel p
@@ -108,22 +114,25 @@ def acc_pipeline_stages(c: int) -> int:
     return 3 + math.ceil(levels / 2)
 
 
-def _field_max(layout: data.StructLayout, name: str) -> int:
-    shape = layout[name].shape
-    return (1 << shape.width) - 1
+def _bounded(value: Value, bits: int) -> Value:
+    """``value`` as a bounded address ``Cat(low, beyond)``: its low ``bits`` bits and whether it
+    is >= 2**bits."""
+    value = Value.cast(value)
+    if len(value) <= bits:
+        return Cat(value, Const(0, bits - len(value)), Const(0))
+    return Cat(value[:bits], value[bits:].any())
 
 
-def _inp_addr_bits() -> int:
-    """Width that holds the largest INP address any encodable CONV can form, so that the range
-    check compares the exact address (a narrower counter could wrap back into range)."""
-    L = CONV_CMD_LAYOUT
-    mx = {n: _field_max(L, n) for n in ("inp_base", "in_plane", "cin_blocks", "out_h", "out_w",
-                                          "in_w", "kh", "kw", "stride_y", "stride_x", "dil_y", "dil_x")}
-    last_row = (mx["out_h"] - 1) * mx["stride_y"] + (mx["kh"] - 1) * mx["dil_y"]
-    last_col = (mx["out_w"] - 1) * mx["stride_x"] + (mx["kw"] - 1) * mx["dil_x"]
-    largest = mx["inp_base"] + (mx["cin_blocks"] - 1) * mx["in_plane"] + last_row * mx["in_w"] + last_col
-    # One spare bit: the step registers are added to a base *before* the range check sees it.
-    return largest.bit_length() + 1
+def _bounded_add(base: data.View, step: Value) -> Value:
+    """``base + step`` for bounded addresses (``step`` as :func:`_bounded` forms it): the low bits
+    wrap exactly as the full-width sum's would, and ``beyond`` is sticky, since the steps are
+    non-negative a sum that left the buffer's power-of-two range never comes back. Range checks
+    then see ``beyond | (low >= depth)``, the full-width compare, with a ``bits``-wide carry
+    chain instead of the 38 bits that the largest address an encodable CONV forms needs."""
+    bits = len(base.low)
+    step = Value.cast(step)
+    total = base.low + step[:bits]
+    return Cat(total[:bits], base.beyond | step[bits] | total[bits])
 
 
 def _read_port(addr_bits: int, shape) -> wiring.Signature:
@@ -228,17 +237,25 @@ class ConvEngine(wiring.Component):
         wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
         a = command.fields  # the instruction being swept
         slot = Signal()  # descriptor slot of the command being set up / swept
-        abits = _inp_addr_bits()
-        # m1 = field - 1, registered once per command so that the loop ends are plain compares.
+        # INP addresses are kept modulo 2**inp_bits plus a sticky "beyond" bit (see
+        # :func:`_bounded_add`): the exact address only matters while it is inside the buffer, and
+        # a 13-bit adder is much shorter than the 38 bits an encodable CONV can reach.
+        kb = self.inp_bits
+        bounded = data.StructLayout({"low": unsigned(kb), "beyond": 1})
+        # The output-pixel and tap counters count down to 0; each has a registered ``last`` flag
+        # (the counter is at 0) so that the loop multiplexers select on flip-flops, not on
+        # 16-bit compares. ``*_m1`` (= field - 1) and ``*_one`` (= field == 1) reload them.
         ow_m1, oh_m1 = Signal(16), Signal(16)
         kw_m1, kh_m1 = Signal(5), Signal(5)
         cb_m1 = Signal(16)
-        row_step = Signal(abits)  # stride_y * in_w: next output row
-        ky_step = Signal(abits)  # dil_y * in_w: next kernel row
-        cb_base, ky_base, tap_base, row_base, addr = (Signal(abits, name=n) for n in (
+        ow_one, oh_one, kw_one, kh_one, cb_one = (Signal(name=f"{n}_one") for n in ("ow", "oh", "kw", "kh", "cb"))
+        row_step = Signal(bounded)  # stride_y * in_w: next output row
+        ky_step = Signal(bounded)  # dil_y * in_w: next kernel row
+        cb_base, ky_base, tap_base, row_base, addr = (Signal(bounded, name=n) for n in (
             "cb_base", "ky_base", "tap_base", "row_base", "inp_addr"))
-        ox, oy, cb = Signal(16), Signal(16), Signal(16)
-        kx, ky = Signal(5), Signal(5)
+        ox, oy, cb = Signal(16, name="ox_left"), Signal(16, name="oy_left"), Signal(16, name="cb_left")
+        kx, ky = Signal(5, name="kx_left"), Signal(5, name="ky_left")
+        last_ox, last_oy, last_kx, last_ky, last_cb = (Signal(name=f"last_{n}") for n in ("ox", "oy", "kx", "ky", "cb"))
         p = Signal(self.acc_bits + 1)  # one spare bit so that p == acc_depth is seen, not wrapped
         first_tap = Signal()
         tap_start = Signal()
@@ -254,11 +271,6 @@ class ConvEngine(wiring.Component):
         f_kx, f_ky, f_cb = Signal(5), Signal(5), Signal(16)
 
         issue = Signal()
-        last_ox = ox == ow_m1
-        last_oy = oy == oh_m1
-        last_kx = kx == kw_m1
-        last_ky = ky == kh_m1
-        last_cb = cb == cb_m1
         last_pixel = last_ox & last_oy
         final = last_pixel & last_kx & last_ky & last_cb
 
@@ -297,11 +309,17 @@ class ConvEngine(wiring.Component):
                     prm_pend.eq(1),
                     ow_m1.eq(a.out_w - 1), oh_m1.eq(a.out_h - 1),
                     kw_m1.eq(a.kw - 1), kh_m1.eq(a.kh - 1), cb_m1.eq(a.cin_blocks - 1),
-                    row_step.eq(a.stride_y * a.in_w),
-                    ky_step.eq(a.dil_y * a.in_w),
-                    cb_base.eq(a.inp_base), ky_base.eq(a.inp_base), tap_base.eq(a.inp_base),
-                    row_base.eq(a.inp_base), addr.eq(a.inp_base),
-                    ox.eq(0), oy.eq(0), kx.eq(0), ky.eq(0), cb.eq(0), p.eq(0),
+                    ow_one.eq(a.out_w == 1), oh_one.eq(a.out_h == 1),
+                    kw_one.eq(a.kw == 1), kh_one.eq(a.kh == 1), cb_one.eq(a.cin_blocks == 1),
+                    ox.eq(a.out_w - 1), oy.eq(a.out_h - 1),
+                    kx.eq(a.kw - 1), ky.eq(a.kh - 1), cb.eq(a.cin_blocks - 1),
+                    last_ox.eq(a.out_w == 1), last_oy.eq(a.out_h == 1),
+                    last_kx.eq(a.kw == 1), last_ky.eq(a.kh == 1), last_cb.eq(a.cin_blocks == 1),
+                    row_step.eq(_bounded(a.stride_y * a.in_w, kb)),
+                    ky_step.eq(_bounded(a.dil_y * a.in_w, kb)),
+                    cb_base.eq(_bounded(a.inp_base, kb)), ky_base.eq(_bounded(a.inp_base, kb)),
+                    tap_base.eq(_bounded(a.inp_base, kb)), row_base.eq(_bounded(a.inp_base, kb)),
+                    addr.eq(_bounded(a.inp_base, kb)), p.eq(0),
                     first_tap.eq(1), tap_start.eq(1),
                 ]
                 m.next = "SWEEP"
@@ -343,30 +361,45 @@ class ConvEngine(wiring.Component):
 
         # Sweep counters: every issued pixel advances (ox, oy) and, at the end of the tile,
         # the tap (kx, ky, cb); each base is the previous one plus a precomputed step.
+        def count_down(left: Signal, last: Signal) -> list:
+            return [left.eq(left - 1), last.eq(left == 1)]
+
+        def reload(left: Signal, last: Signal, m1: Signal, one: Signal) -> list:
+            return [left.eq(m1), last.eq(one)]
+
+        stride_x = _bounded(a.stride_x, kb)
+        dil_x = _bounded(a.dil_x, kb)
+        in_plane = _bounded(a.in_plane, kb)
         with m.If(issue):
             with m.If(tap_start):
                 m.d.sync += [tap_start.eq(0), w_full.eq(0)]
             with m.If(~last_ox):
-                m.d.sync += [ox.eq(ox + 1), addr.eq(addr + a.stride_x), p.eq(p + 1)]
+                m.d.sync += count_down(ox, last_ox)
+                m.d.sync += [addr.eq(_bounded_add(addr, stride_x)), p.eq(p + 1)]
             with m.Elif(~last_oy):
-                m.d.sync += [ox.eq(0), oy.eq(oy + 1), row_base.eq(row_base + row_step),
-                             addr.eq(row_base + row_step), p.eq(p + 1)]
+                nxt = _bounded_add(row_base, row_step)
+                m.d.sync += reload(ox, last_ox, ow_m1, ow_one) + count_down(oy, last_oy)
+                m.d.sync += [row_base.eq(nxt), addr.eq(nxt), p.eq(p + 1)]
             with m.Else():
-                m.d.sync += [ox.eq(0), oy.eq(0), p.eq(0), tap_start.eq(1), first_tap.eq(0)]
+                m.d.sync += reload(ox, last_ox, ow_m1, ow_one) + reload(oy, last_oy, oh_m1, oh_one)
+                m.d.sync += [p.eq(0), tap_start.eq(1), first_tap.eq(0)]
                 with m.If(~last_kx):
-                    nxt = tap_base + a.dil_x
-                    m.d.sync += [kx.eq(kx + 1), tap_base.eq(nxt), row_base.eq(nxt), addr.eq(nxt)]
+                    nxt = _bounded_add(tap_base, dil_x)
+                    m.d.sync += count_down(kx, last_kx)
+                    m.d.sync += [tap_base.eq(nxt), row_base.eq(nxt), addr.eq(nxt)]
                 with m.Elif(~last_ky):
-                    nxt = ky_base + ky_step
-                    m.d.sync += [kx.eq(0), ky.eq(ky + 1), ky_base.eq(nxt), tap_base.eq(nxt),
-                                 row_base.eq(nxt), addr.eq(nxt)]
+                    nxt = _bounded_add(ky_base, ky_step)
+                    m.d.sync += reload(kx, last_kx, kw_m1, kw_one) + count_down(ky, last_ky)
+                    m.d.sync += [ky_base.eq(nxt), tap_base.eq(nxt), row_base.eq(nxt), addr.eq(nxt)]
                 with m.Elif(~last_cb):
-                    nxt = cb_base + a.in_plane
-                    m.d.sync += [kx.eq(0), ky.eq(0), cb.eq(cb + 1), cb_base.eq(nxt),
-                                 ky_base.eq(nxt), tap_base.eq(nxt), row_base.eq(nxt), addr.eq(nxt)]
-        raise_if(issue & (addr >= hw.inp_depth), E.SRAM_RANGE)
+                    nxt = _bounded_add(cb_base, in_plane)
+                    m.d.sync += (reload(kx, last_kx, kw_m1, kw_one) + reload(ky, last_ky, kh_m1, kh_one)
+                                 + count_down(cb, last_cb))
+                    m.d.sync += [cb_base.eq(nxt), ky_base.eq(nxt), tap_base.eq(nxt),
+                                 row_base.eq(nxt), addr.eq(nxt)]
+        raise_if(issue & (addr.beyond | (addr.low >= hw.inp_depth)), E.SRAM_RANGE)
         raise_if(issue & (p >= self.acc_depth), E.SRAM_RANGE)
-        m.d.comb += [self.inp.addr.eq(addr), self.inp.en.eq(issue), self.mac_active.eq(issue)]
+        m.d.comb += [self.inp.addr.eq(addr.low), self.inp.en.eq(issue), self.mac_active.eq(issue)]
 
         # ---------------------------------------------------------------- weight prefetch
         f_issue = Signal()

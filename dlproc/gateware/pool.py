@@ -14,7 +14,10 @@ The last word of a window sends the lane values to the shared output stage; MAX 
 with the identity parameters (M = 1, S = 0, zp_out = 0), so the clamp is the output stage's and
 both modes share one OUT write path. A window of kh*kw words therefore takes kh*kw cycles, and a
 plane ``out_h*out_w*kh*kw`` cycles plus two (AVG: three, to read the PRM word) at its start. The
-output address is a counter, since OUT planes are stored densely one after the other.
+output address is a counter, since OUT planes are stored densely one after the other. The INP
+addresses and loop counters are formed as in the conv engine (bounded addresses with a sticky
+"beyond the buffer" bit, down counters with registered ``last`` flags) to keep them off the
+critical path.
 
 Run-time checks as in the conv engine: zero-sized fields and act_min > act_max give ILLEGAL_FIELD,
 addresses beyond a buffer and tiles beyond the accumulator depth give SRAM_RANGE (the accumulator
@@ -31,7 +34,7 @@ from amaranth.lib.wiring import In, Out
 from dlproc import isa
 from dlproc.numerics import MAX_SHIFT, MULT_BITS
 
-from .conv import TAG_BITS, _read_port, inp_word_layout
+from .conv import TAG_BITS, _bounded, _bounded_add, _read_port, inp_word_layout
 from .engine import EngineCommand
 from .output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature, prm_word_layout
 
@@ -41,19 +44,6 @@ __all__ = ["POOL_CMD_LAYOUT", "PoolEngine"]
 POOL_CMD_LAYOUT = data.StructLayout(
     {spec.name: spec.shape for spec in isa.Pool.field_specs()} | {"tag": unsigned(TAG_BITS)}
 )
-
-
-def _pool_addr_bits() -> int:
-    """Width holding the largest INP address an encodable POOL can form (exact range checks)."""
-    L = POOL_CMD_LAYOUT
-
-    def mx(name: str) -> int:
-        return (1 << L[name].shape.width) - 1
-
-    last_row = (mx("out_h") - 1) * mx("stride_y") + mx("kh") - 1
-    last_col = (mx("out_w") - 1) * mx("stride_x") + mx("kw") - 1
-    largest = mx("inp_base") + (mx("z_size") - 1) * mx("in_plane") + last_row * mx("in_w") + last_col
-    return largest.bit_length() + 1
 
 
 class PoolEngine(wiring.Component):
@@ -95,22 +85,30 @@ class PoolEngine(wiring.Component):
         )
         wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
         a = command.fields
-        abits = _pool_addr_bits()
-        row_step = Signal(abits)  # stride_y * in_w
+        # INP addresses modulo 2**inp_bits plus a sticky "beyond" bit, as in the conv engine
+        # (conv._bounded_add): short carry chains, exact range checks.
+        kb = self.inp_bits
+        bounded = data.StructLayout({"low": unsigned(kb), "beyond": 1})
+        row_step = Signal(bounded)  # stride_y * in_w
         plane_base, orow_base, opix_base, krow_base, addr = (
-            Signal(abits, name=n) for n in ("plane_base", "orow_base", "opix_base", "krow_base", "inp_addr"))
-        z, oy, ox = Signal(16), Signal(16), Signal(16)
-        ky, kx = Signal(5), Signal(5)
+            Signal(bounded, name=n) for n in ("plane_base", "orow_base", "opix_base", "krow_base", "inp_addr"))
+        # The window, pixel and plane counters count down to 0, each with a registered ``last``
+        # flag, so that the walk's multiplexers select on flip-flops rather than on 16-bit
+        # compares with ``field - 1``; ``*_m1`` and ``*_one`` (field == 1) reload them.
+        z, oy, ox = Signal(16, name="z_left"), Signal(16, name="oy_left"), Signal(16, name="ox_left")
+        ky, kx = Signal(5, name="ky_left"), Signal(5, name="kx_left")
+        last_z, last_oy, last_ox, last_ky, last_kx = (
+            Signal(name=f"last_{n}") for n in ("z", "oy", "ox", "ky", "kx"))
+        ow_m1, oh_m1 = Signal(16), Signal(16)
+        kw_m1, kh_m1 = Signal(5), Signal(5)
+        ow_one, oh_one, kw_one, kh_one = (Signal(name=f"{n}_one") for n in ("ow", "oh", "kw", "kh"))
+        win_first = Signal()  # the next item starts a window (kx and ky at the window's origin)
         pix = Signal(33)  # pixel index within the plane, for the accumulator-depth check
         q = Signal(isa.SRAM_ADDR_BITS + 1)  # OUT address: one step at a time, so the check is exact
         prm_addr = Signal(isa.SRAM_ADDR_BITS + 1)
         params = Signal(data.ArrayLayout(REQUANT_LANE, c))
         is_avg = a.mode == isa.PoolMode.AVG
 
-        last_kx, last_ky = kx == a.kw - 1, ky == a.kh - 1
-        last_ox, last_oy = ox == a.out_w - 1, oy == a.out_h - 1
-        last_z = z == a.z_size - 1
-        win_first = (kx == 0) & (ky == 0)
         win_last = last_kx & last_ky
         plane_last = win_last & last_ox & last_oy
         issue = Signal()
@@ -128,11 +126,19 @@ class PoolEngine(wiring.Component):
                 with m.If(command.take):
                     m.next = "SETUP"
             with m.State("SETUP"):
+                base = _bounded(a.inp_base, kb)
                 m.d.sync += [
-                    row_step.eq(a.stride_y * a.in_w),
-                    plane_base.eq(a.inp_base), orow_base.eq(a.inp_base), opix_base.eq(a.inp_base),
-                    krow_base.eq(a.inp_base), addr.eq(a.inp_base),
-                    z.eq(0), oy.eq(0), ox.eq(0), ky.eq(0), kx.eq(0), pix.eq(0),
+                    row_step.eq(_bounded(a.stride_y * a.in_w, kb)),
+                    plane_base.eq(base), orow_base.eq(base), opix_base.eq(base),
+                    krow_base.eq(base), addr.eq(base),
+                    z.eq(a.z_size - 1), oy.eq(a.out_h - 1), ox.eq(a.out_w - 1),
+                    ky.eq(a.kh - 1), kx.eq(a.kw - 1),
+                    last_z.eq(a.z_size == 1), last_oy.eq(a.out_h == 1), last_ox.eq(a.out_w == 1),
+                    last_ky.eq(a.kh == 1), last_kx.eq(a.kw == 1),
+                    ow_m1.eq(a.out_w - 1), oh_m1.eq(a.out_h - 1), kw_m1.eq(a.kw - 1), kh_m1.eq(a.kh - 1),
+                    ow_one.eq(a.out_w == 1), oh_one.eq(a.out_h == 1),
+                    kw_one.eq(a.kw == 1), kh_one.eq(a.kh == 1),
+                    win_first.eq(1), pix.eq(0),
                     q.eq(a.out_base), prm_addr.eq(a.prm_base),
                 ]
                 m.next = "PLANE_PRM"
@@ -173,33 +179,46 @@ class PoolEngine(wiring.Component):
         in_setup = fsm.ongoing("SETUP")
         errs.insert(0, (in_setup & command.illegal, E.ILLEGAL_FIELD))
         errs.append((fsm.ongoing("PLANE_PRM") & is_avg & (prm_addr >= hw.prm_depth), E.SRAM_RANGE))
-        errs.append((issue & (addr >= hw.inp_depth), E.SRAM_RANGE))
+        errs.append((issue & (addr.beyond | (addr.low >= hw.inp_depth)), E.SRAM_RANGE))
         errs.append((issue & (pix >= self.acc_depth), E.SRAM_RANGE))
         out_oob = q >= hw.out_depth
         errs.append((issue & win_last & out_oob, E.SRAM_RANGE))
 
         # Window walk: kx, ky inside the window, then ox, oy, then the plane.
+        def count_down(left: Signal, last: Signal) -> list:
+            return [left.eq(left - 1), last.eq(left == 1)]
+
+        def reload(left: Signal, last: Signal, m1: Signal, one: Signal) -> list:
+            return [left.eq(m1), last.eq(one)]
+
+        one_step = _bounded(Const(1, 1), kb)
         with m.If(issue):
+            m.d.sync += win_first.eq(win_last)
             with m.If(~last_kx):
-                m.d.sync += [kx.eq(kx + 1), addr.eq(addr + 1)]
+                m.d.sync += count_down(kx, last_kx) + [addr.eq(_bounded_add(addr, one_step))]
             with m.Elif(~last_ky):
-                m.d.sync += [kx.eq(0), ky.eq(ky + 1), krow_base.eq(krow_base + a.in_w),
-                             addr.eq(krow_base + a.in_w)]
+                nxt = _bounded_add(krow_base, _bounded(a.in_w, kb))
+                m.d.sync += reload(kx, last_kx, kw_m1, kw_one) + count_down(ky, last_ky)
+                m.d.sync += [krow_base.eq(nxt), addr.eq(nxt)]
             with m.Else():
-                m.d.sync += [kx.eq(0), ky.eq(0), q.eq(q + 1), pix.eq(pix + 1)]
+                m.d.sync += reload(kx, last_kx, kw_m1, kw_one) + reload(ky, last_ky, kh_m1, kh_one)
+                m.d.sync += [q.eq(q + 1), pix.eq(pix + 1)]
                 with m.If(~last_ox):
-                    nxt = opix_base + a.stride_x
-                    m.d.sync += [ox.eq(ox + 1), opix_base.eq(nxt), krow_base.eq(nxt), addr.eq(nxt)]
+                    nxt = _bounded_add(opix_base, _bounded(a.stride_x, kb))
+                    m.d.sync += count_down(ox, last_ox)
+                    m.d.sync += [opix_base.eq(nxt), krow_base.eq(nxt), addr.eq(nxt)]
                 with m.Elif(~last_oy):
-                    nxt = orow_base + row_step
-                    m.d.sync += [ox.eq(0), oy.eq(oy + 1), orow_base.eq(nxt), opix_base.eq(nxt),
-                                 krow_base.eq(nxt), addr.eq(nxt)]
+                    nxt = _bounded_add(orow_base, row_step)
+                    m.d.sync += reload(ox, last_ox, ow_m1, ow_one) + count_down(oy, last_oy)
+                    m.d.sync += [orow_base.eq(nxt), opix_base.eq(nxt), krow_base.eq(nxt), addr.eq(nxt)]
                 with m.Else():
-                    nxt = plane_base + a.in_plane
-                    m.d.sync += [ox.eq(0), oy.eq(0), z.eq(z + 1), pix.eq(0), prm_addr.eq(prm_addr + 1),
+                    nxt = _bounded_add(plane_base, _bounded(a.in_plane, kb))
+                    m.d.sync += (reload(ox, last_ox, ow_m1, ow_one) + reload(oy, last_oy, oh_m1, oh_one)
+                                 + count_down(z, last_z))
+                    m.d.sync += [pix.eq(0), prm_addr.eq(prm_addr + 1),
                                  plane_base.eq(nxt), orow_base.eq(nxt), opix_base.eq(nxt),
                                  krow_base.eq(nxt), addr.eq(nxt)]
-        m.d.comb += [self.inp.addr.eq(addr), self.inp.en.eq(issue)]
+        m.d.comb += [self.inp.addr.eq(addr.low), self.inp.en.eq(issue)]
 
         # Pipeline: stage 1 = INP data arrives, stage 2 = word registered and folded.
         s0 = {"valid": issue, "first": win_first, "last": win_last, "final": plane_last & last_z,

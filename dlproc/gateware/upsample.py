@@ -5,8 +5,10 @@ Semantics (``dlproc.isa.Upsample``, ``dlproc.golden.ops.upsample_nearest``)::
     OUT[out_base + (z*out_h + oy)*out_w + ox] = INP[inp_base + z*in_plane + (oy // sy)*in_w + ox // sx]
 
 One INP word is read per output word (one word per cycle). The INP address is formed without a
-divider: counters ``ry < sy`` and ``rx < sx`` say how often the current input row and column have
-been repeated, and the input column (row) address advances only when ``rx`` (``ry``) wraps. The
+divider: counters ``ry`` and ``rx`` (counting down from ``sy - 1`` and ``sx - 1``) say how often the
+current input row and column are still to be repeated, and the input column (row) address
+advances only when ``rx`` (``ry``) wraps. The INP addresses are bounded and the counters have
+registered ``last`` flags, as in the conv engine, to keep the walk off the critical path. The
 word goes through the shared output stage with the identity parameters (M = 1, S = 0, zp = 0,
 clamp -128..127), so upsampling reuses the OUT write path and the completion tags of the other
 engines and is exact.
@@ -21,13 +23,13 @@ bound before executing; both stop with the same code.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from dlproc import isa
 
-from .conv import TAG_BITS, _read_port, inp_word_layout
+from .conv import TAG_BITS, _bounded, _bounded_add, _read_port, inp_word_layout
 from .engine import EngineCommand
 from .output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature
 
@@ -71,15 +73,24 @@ class UpsampleEngine(wiring.Component):
         )
         wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
         a = command.fields
-        # Every address is checked when it is issued and grows by less than 2**20 per step from a
-        # checked one, so 22 bits can never wrap before a check fails (no multiplier needed).
+        # The OUT address is checked when it is issued and grows by 1 per step from a checked one,
+        # so 22 bits can never wrap before a check fails. The INP addresses are bounded as in the
+        # conv engine (conv._bounded_add: the buffer's address bits plus a sticky "beyond" bit).
         width = isa.SRAM_ADDR_BITS + 2
-        z, oy, ox = Signal(16), Signal(16), Signal(16)
-        ry, rx = Signal(4), Signal(4)
-        plane_base, row_base, addr = Signal(width), Signal(width), Signal(width)
+        kb = self.inp_bits
+        bounded = data.StructLayout({"low": unsigned(kb), "beyond": 1})
+        # Counters count down to 0 with a registered ``last`` flag each, so that the walk's
+        # multiplexers select on flip-flops; ``*_m1`` and ``*_one`` (field == 1) reload them.
+        z, oy, ox = Signal(16, name="z_left"), Signal(16, name="oy_left"), Signal(16, name="ox_left")
+        ry, rx = Signal(4, name="ry_left"), Signal(4, name="rx_left")
+        last_z, last_oy, last_ox, last_ry, last_rx = (
+            Signal(name=f"last_{n}") for n in ("z", "oy", "ox", "ry", "rx"))
+        ow_m1, oh_m1 = Signal(16), Signal(16)
+        sx_m1, sy_m1 = Signal(4), Signal(4)
+        ow_one, oh_one, sx_one, sy_one = (Signal(name=f"{n}_one") for n in ("ow", "oh", "sx", "sy"))
+        plane_base, row_base, addr = (Signal(bounded, name=n) for n in ("plane_base", "row_base", "addr"))
         q = Signal(width)
         issue = Signal()
-        last_ox, last_oy, last_z = ox == a.out_w - 1, oy == a.out_h - 1, z == a.z_size - 1
         final = last_ox & last_oy & last_z
         s1 = Signal()
 
@@ -89,9 +100,17 @@ class UpsampleEngine(wiring.Component):
                 with m.If(command.take):
                     m.next = "SETUP"
             with m.State("SETUP"):
+                base = _bounded(a.inp_base, kb)
                 m.d.sync += [
-                    z.eq(0), oy.eq(0), ox.eq(0), ry.eq(0), rx.eq(0),
-                    plane_base.eq(a.inp_base), row_base.eq(a.inp_base), addr.eq(a.inp_base),
+                    z.eq(a.z_size - 1), oy.eq(a.out_h - 1), ox.eq(a.out_w - 1),
+                    ry.eq(a.scale_y - 1), rx.eq(a.scale_x - 1),
+                    last_z.eq(a.z_size == 1), last_oy.eq(a.out_h == 1), last_ox.eq(a.out_w == 1),
+                    last_ry.eq(a.scale_y == 1), last_rx.eq(a.scale_x == 1),
+                    ow_m1.eq(a.out_w - 1), oh_m1.eq(a.out_h - 1),
+                    sx_m1.eq(a.scale_x - 1), sy_m1.eq(a.scale_y - 1),
+                    ow_one.eq(a.out_w == 1), oh_one.eq(a.out_h == 1),
+                    sx_one.eq(a.scale_x == 1), sy_one.eq(a.scale_y == 1),
+                    plane_base.eq(base), row_base.eq(base), addr.eq(base),
                     q.eq(a.out_base),
                 ]
                 with m.If(command.illegal):
@@ -105,32 +124,41 @@ class UpsampleEngine(wiring.Component):
                     m.next = "IDLE"
 
         # Walk: rx/ox, then ry/oy, then z.
+        def count_down(left: Signal, last: Signal) -> list:
+            return [left.eq(left - 1), last.eq(left == 1)]
+
+        def reload(left: Signal, last: Signal, m1: Signal, one: Signal) -> list:
+            return [left.eq(m1), last.eq(one)]
+
         with m.If(issue):
             m.d.sync += q.eq(q + 1)
             with m.If(~last_ox):
-                m.d.sync += ox.eq(ox + 1)
-                with m.If(rx == a.scale_x - 1):
-                    m.d.sync += [rx.eq(0), addr.eq(addr + 1)]
+                m.d.sync += count_down(ox, last_ox)
+                with m.If(last_rx):
+                    m.d.sync += reload(rx, last_rx, sx_m1, sx_one)
+                    m.d.sync += addr.eq(_bounded_add(addr, _bounded(Const(1, 1), kb)))
                 with m.Else():
-                    m.d.sync += rx.eq(rx + 1)
+                    m.d.sync += count_down(rx, last_rx)
             with m.Else():
-                m.d.sync += [ox.eq(0), rx.eq(0)]
+                m.d.sync += reload(ox, last_ox, ow_m1, ow_one) + reload(rx, last_rx, sx_m1, sx_one)
                 with m.If(~last_oy):
-                    m.d.sync += oy.eq(oy + 1)
-                    with m.If(ry == a.scale_y - 1):
-                        m.d.sync += [ry.eq(0), row_base.eq(row_base + a.in_w), addr.eq(row_base + a.in_w)]
+                    m.d.sync += count_down(oy, last_oy)
+                    with m.If(last_ry):
+                        nxt = _bounded_add(row_base, _bounded(a.in_w, kb))
+                        m.d.sync += reload(ry, last_ry, sy_m1, sy_one) + [row_base.eq(nxt), addr.eq(nxt)]
                     with m.Else():
-                        m.d.sync += [ry.eq(ry + 1), addr.eq(row_base)]
+                        m.d.sync += count_down(ry, last_ry) + [addr.eq(row_base)]
                 with m.Else():
-                    nxt = plane_base + a.in_plane
-                    m.d.sync += [oy.eq(0), ry.eq(0), z.eq(z + 1), plane_base.eq(nxt), row_base.eq(nxt),
-                                 addr.eq(nxt)]
-        m.d.comb += [self.inp.addr.eq(addr), self.inp.en.eq(issue)]
+                    nxt = _bounded_add(plane_base, _bounded(a.in_plane, kb))
+                    m.d.sync += (reload(oy, last_oy, oh_m1, oh_one) + reload(ry, last_ry, sy_m1, sy_one)
+                                 + count_down(z, last_z))
+                    m.d.sync += [plane_base.eq(nxt), row_base.eq(nxt), addr.eq(nxt)]
+        m.d.comb += [self.inp.addr.eq(addr.low), self.inp.en.eq(issue)]
 
         # Input words beyond INP: the sweep reads every input word the instruction names, so a
         # per-read check is exact. The ISA-level simulator checks the same bound up front; both
         # stop with SRAM_RANGE before the output that needs the word is written.
-        oob = (addr >= hw.inp_depth) | (q >= hw.out_depth)
+        oob = addr.beyond | (addr.low >= hw.inp_depth) | (q >= hw.out_depth)
         with m.If(issue & oob & ~error):
             m.d.sync += [error.eq(1), code.eq(E.SRAM_RANGE)]
 
