@@ -47,6 +47,7 @@ import numpy as np
 
 from dlproc import isa
 from dlproc.errors import CompileError
+from dlproc.estimate.performance import pool_plane_cycles
 from dlproc.isasim import Geometry, Machine, RunResult
 
 __all__ = [
@@ -1082,7 +1083,7 @@ def _pool_steps(geom: Geometry, layer: PoolLayer, s: _PoolShape, addrs: ConvAddr
                         act_min=int(layer.act_min) if s.avg else -128, act_max=int(layer.act_max) if s.avg else 127)
                     store = isa.Store(sram_base=out_base, dram_addr=addrs.out + ((b0 * s.ho + a0) * s.wo + c0) * po,
                                       x_size=ow, y_size=oh, z_size=nb, y_stride=s.wo, z_stride=s.ho * s.wo)
-                    st.ops.append(_Op(pool, store, nb * oh * ow * s.k[0] * s.k[1] + _OP_OVERHEAD))
+                    st.ops.append(_Op(pool, store, nb * pool_plane_cycles(pool) + _OP_OVERHEAD))
                     op_index += 1
                 steps.append(st)
     return steps, out_slots

@@ -328,9 +328,12 @@ def estimate_resources(config: Any, device: str | Device | None = None, include_
         rows.append(ModuleEstimate(
             "conv.output_stage", dsp_for(m18=2 * c), round(_CAL["ostage_per_lane"] * c), 0, 0, 0,
             f"{c} lanes: bias, requantize (M and M_neg), activation"))
-        # The pool engine has no multiplier: its sums go through the shared output stage.
+        # The pool engine has no multiplier: its sums go through the shared output stage. Its
+        # column buffer (gateware.pool.COLUMN_BUFFER_DEPTH) holds 64 column results of C 14-bit lanes.
+        col_blocks, col_bits = _mem(64, 14 * c, dev)
         rows.append(ModuleEstimate("conv.pool", 0, round(_CAL["pool_fixed"] + _CAL["pool_per_lane"] * c),
-                                   0, 0, 0, "max / average / global pooling (uses the output stage)"))
+                                   col_blocks, col_bits, 0,
+                                   "max / average / global pooling (uses the output stage), 64-column buffer"))
         if config.get_module_property("conv", "LRNBlockGeneration"):
             rows.append(ModuleEstimate("conv.lrn", dsp_for(int8=c, m27=c), round(_CAL["lrn_per_lane"] * c), 0, 0, c,
                                        "cross-channel normalization", generated=_in_gateware(config, "lrn")))

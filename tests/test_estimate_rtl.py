@@ -120,7 +120,7 @@ def test_compiled_network_within_3_percent():
 
 
 def test_inception_like_network_within_3_percent():
-    """Padding channels of an unaligned concat, a separable max pool, merged sibling 1x1 convs and
+    """Padding channels of an unaligned concat, a stride-1 max pool, merged sibling 1x1 convs and
     weights prefetched across barriers (tests/test_googlenet.py): the estimate follows the RTL."""
     from dlproc.compiler import compile_network
     from dlproc.workflow import Workflow

@@ -1,11 +1,15 @@
 """POOL on the compute unit (Amaranth simulator, C = 4): max, average and global average pooling,
-bit-exact against the contract formula, mixed with CONV in one program."""
+bit-exact against the contract formula, mixed with CONV in one program; the column-reuse paths
+of the engine (strides 1..3, kw above, equal to and below the stride, kw = 1, several planes,
+rows long enough to wrap the 64-entry column buffer) with their timing against the model."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from dlproc import isa
+from dlproc.estimate.performance import pool_plane_cycles
 from test_gateware_compute_harness import (
     OUT_FILL,
     conv_reference,
@@ -84,7 +88,59 @@ def test_global_average_pool() -> None:
     exact = np.floor((s * round(2**20 / 49) + 2**19) / 2**20).astype(np.int64) + 3
     np.testing.assert_array_equal(res.out[7:10], np.clip(exact, -128, 127))
     # One window word per cycle: 3 planes x 49 cycles plus a few per plane and the pipeline.
-    assert res.cycles <= 3 * 49 + 3 * 4 + 20
+    assert res.cycles <= 3 * (49 + 10) + 20
+    writes = [t for t, kind, _ in res.events if kind == "write"]
+    assert np.diff(writes).tolist() == [pool_plane_cycles(insn)] * 2
+
+
+# (kh, kw, sy, sx, out_h, out_w, z_size): the column-reuse cases.
+_REUSE_CASES = [
+    (3, 3, 1, 1, 4, 5, 2),  # stride 1: one new column per output
+    (3, 3, 2, 2, 3, 4, 2),  # stride 2, kw > stride
+    (2, 3, 3, 3, 2, 4, 1),  # kw = stride: no column shared
+    (3, 2, 1, 3, 3, 4, 2),  # kw < stride: skipped columns
+    (3, 1, 2, 2, 3, 5, 1),  # kw = 1
+    (1, 4, 1, 1, 2, 6, 3),  # kh = 1, kw > kh*stride: the window walk is the bottleneck
+    (1, 1, 1, 1, 2, 3, 2),  # 1x1
+    (2, 5, 1, 3, 2, 3, 1),  # stride 3, kw > stride
+    (2, 2, 1, 1, 1, 70, 1),  # a row of 71 columns: the column buffer index wraps
+    (1, 3, 1, 1, 1, 80, 2),  # the column walk runs 61 columns ahead and waits for buffer room
+]
+
+
+@pytest.mark.parametrize("mode", [isa.PoolMode.MAX, isa.PoolMode.AVG])
+def test_pool_column_reuse(mode: isa.PoolMode) -> None:
+    """Every reuse case bit-exact; each plane takes exactly ``pool_plane_cycles`` (the time
+    between the last writes of consecutive planes), and fewer cycles than kh*kw per output."""
+    rng = np.random.default_rng(24 + int(mode))
+    hw = small_hw(c=4, inp_depth=1024, prm_depth=8, out_depth=512)
+    buf = random_buffers(rng, hw)
+    buf.shift[:] = 18
+    buf.mult[:] = rng.integers(2**12, 2**15, size=buf.mult.shape)
+    insns, base = [], 0
+    for kh, kw, sy, sx, oh, ow, zs in _REUSE_CASES:
+        in_w = (ow - 1) * sx + kw + 1
+        in_plane = ((oh - 1) * sy + kh) * in_w + 1
+        insn = isa.Pool(inp_base=int(rng.integers(0, 16)), out_base=base, prm_base=int(rng.integers(0, 8 - zs + 1)),
+                        in_w=in_w, in_plane=in_plane, out_h=oh, out_w=ow, kh=kh, kw=kw, stride_y=sy, stride_x=sx,
+                        z_size=zs, mode=mode, zp_in=int(rng.integers(-40, 41)), zp_out=int(rng.integers(-10, 11)))
+        insn.validate(hw)
+        insns.append(insn)
+        base += zs * oh * ow
+    for insn in insns:
+        res = run_program(hw, buf, [insn, isa.Finish()])
+        assert res.finished and res.error_code == 0, str(insn)
+        n = insn.z_size * insn.out_h * insn.out_w
+        np.testing.assert_array_equal(res.out[insn.out_base:insn.out_base + n], pool_reference(buf, insn),
+                                      err_msg=str(insn))
+        writes = [t for t, kind, _ in res.events if kind == "write"]
+        assert len(writes) == n
+        per_plane = insn.out_h * insn.out_w
+        ends = writes[per_plane - 1::per_plane]
+        assert np.diff(ends).tolist() == [pool_plane_cycles(insn)] * (insn.z_size - 1), str(insn)
+        steady = max(insn.kh * min(insn.stride_x, insn.kw), insn.kw)  # cycles per further output of a row
+        if steady < insn.kh * insn.kw and insn.out_w > 2:
+            assert writes[per_plane - 1] - writes[0] < (per_plane - 1) * insn.kh * insn.kw, str(insn)
 
 
 def test_pool_then_conv_then_pool() -> None:

@@ -62,6 +62,7 @@ import numpy as np
 
 from dlproc.errors import CompileError
 from dlproc import isa
+from dlproc.estimate.performance import pool_plane_cycles
 from dlproc.layerprog import (AddLayer, ConvLayer, ConvTransposeLayer, FcLayer, LrnLayer, PoolLayer, SoftmaxLayer,
                               UpsampleLayer, fc_out_shape)
 
@@ -176,20 +177,27 @@ _SEPARABLE_MIN_SAVING = 0.15
 def _separable_pays(kernel: tuple[int, int], stride: tuple[int, int], in_shape: tuple[int, int, int],
                     pads: tuple[int, int, int, int], words_per_cycle: float = 1.0) -> bool:
     """Whether a row pass + column pass is cheaper than the 2-D max pool. Each pass costs the
-    larger of its window reads (one INP word per cycle) and its DDR traffic (every input word
-    loaded, every output word stored, ``words_per_cycle`` words per cycle), per channel block."""
+    larger of its engine cycles per channel block (``pool_plane_cycles``, the column-reusing pool
+    engine) and its DDR traffic (every input word loaded, every output word stored,
+    ``words_per_cycle`` words per cycle). Since the engine reads each window column once per
+    output row, the 2-D pool costs about max(kh * min(sx, kw), kw) cycles per output, and the
+    passes together about kw * h/ho + kh: the split no longer pays for any kernel (kept, with
+    the engine's model, so that the decision stays explicit)."""
     kh, kw = kernel
     if kh < 2 or kw < 2:
         return False
     _, h, w = in_shape
-    ho = (h + pads[0] + pads[2] - kh) // stride[0] + 1
-    wo = (w + pads[1] + pads[3] - kw) // stride[1] + 1
+    hp, wp = h + pads[0] + pads[2], w + pads[1] + pads[3]
+    ho = (hp - kh) // stride[0] + 1
+    wo = (wp - kw) // stride[1] + 1
 
-    def cost(reads: int, words_in: int, words_out: int) -> float:
-        return max(reads, (words_in + words_out) / words_per_cycle)
+    def cost(k: tuple[int, int], s: tuple[int, int], out: tuple[int, int], words_in: int) -> float:
+        insn = isa.Pool(in_w=wp, in_plane=hp * wp, out_h=out[0], out_w=out[1], kh=k[0], kw=k[1],
+                        stride_y=s[0], stride_x=s[1])
+        return max(pool_plane_cycles(insn), (words_in + out[0] * out[1]) / words_per_cycle)
 
-    direct = cost(kh * kw * ho * wo, h * w, ho * wo)
-    split = cost(kw * h * wo, h * w, h * wo) + cost(kh * ho * wo, h * wo, ho * wo)
+    direct = cost(kernel, stride, (ho, wo), h * w)
+    split = cost((1, kw), (1, stride[1]), (h, wo), h * w) + cost((kh, 1), (stride[0], 1), (ho, wo), h * wo)
     return split <= (1 - _SEPARABLE_MIN_SAVING) * direct
 
 
@@ -460,9 +468,9 @@ class _Lowerer:
                            pads: tuple[int, int, int, int]) -> None:
         """A kh x kw max pool as a 1 x kw pool over the rows, then a kh x 1 pool over the columns.
 
-        The POOL engine reads one word per cycle, kh*kw per window; the two passes read kw per
-        row-window and kh per column-window, so a stride-1 3x3 pool takes 6 cycles per pixel
-        instead of 9 (the row pass's result goes through DRAM, overlapped by the DMA units).
+        Paid when the POOL engine read kh*kw words per window (6 instead of 9 cycles per pixel
+        for a stride-1 3x3 pool); with the column-reusing engine ``_separable_pays`` is false
+        for every kernel, and this path is kept for an engine model where it pays again.
         Bit-exact: max is associative, LOAD pads a max pool with the int8 minimum (never the
         maximum of a window that holds a real value; every window does, as pads < kernel), and
         the output clamp is idempotent.

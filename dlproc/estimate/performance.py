@@ -56,6 +56,8 @@ __all__ = [
     "estimate_compiled",
     "layer_breakdown",
     "estimate_layer_program",
+    "pool_plane_cycles",
+    "pool_plane_reads",
 ]
 
 
@@ -72,6 +74,36 @@ def _gateware_default(obj: Any, name: str, fallback: int) -> int:
         return int(inspect.signature(obj).parameters[name].default)
     except (KeyError, TypeError, ValueError):
         return fallback
+
+
+def pool_plane_reads(insn: isa.Pool) -> int:
+    """INP words the pool engine reads for one plane: every needed window column once per output
+    row (kh words each): kw columns for a row's first output, ``min(stride_x, kw)`` for the others."""
+    n_new = min(insn.stride_x, insn.kw)
+    return insn.out_h * insn.kh * (insn.kw + (insn.out_w - 1) * n_new)
+
+
+def pool_plane_cycles(insn: isa.Pool) -> int:
+    """Cycles of one plane of a POOL in the pool engine (``gateware/pool.py``), PLANE_PRM to the
+    next plane's PLANE_PRM (exact when the column walk is never held by the 64-column buffer,
+    i.e. always unless kw > kh * min(stride_x, kw), where the window walk is the bottleneck anyway).
+
+    The column walk reads one word per cycle; column results are foldable 4 cycles after their
+    last word; the window walk folds kw columns per output, one per cycle, in output order, so its
+    last fold is at ``max_j(R_j + 3 + (N - 1 - j) * kw)`` after the sweep starts (R_j = words read
+    through output j, N outputs); then 4 cycles of pipeline and the state change. ``R_j - j*kw``
+    is linear in ox and in oy, so the maximum is at a corner of the output plane.
+    """
+    kh, kw, ow, oh = insn.kh, insn.kw, insn.out_w, insn.out_h
+    n_new = min(insn.stride_x, kw)
+    row = kh * kw + (ow - 1) * kh * n_new  # words read per output row
+
+    def slack(oy: int, ox: int) -> int:  # R_j - j*kw for output j = (oy, ox)
+        return oy * row + kh * kw + ox * kh * n_new - (oy * ow + ox) * kw
+
+    worst = max(slack(oy, ox) for oy in {0, oh - 1} for ox in {0, ow - 1})
+    start = 2 if insn.mode == isa.PoolMode.AVG else 1  # PLANE_PRM (and PRM_WAIT)
+    return start + 3 + worst + (oh * ow - 1) * kw + 5
 
 
 @dataclass(frozen=True)
@@ -114,8 +146,7 @@ class TimingParams:
     seq_tokens: int = 1  #: TOKENS (tokens present) -> EXEC
     conv_first_issue: int = 3  #: CONV accepted -> first MAC issue
     conv_drain_gap: int = 2  #: final accumulate write -> drain start
-    pool_plane_overhead: int = 2  #: PLANE_PRM and its hand-over, per plane (AVG: +1 for PRM_WAIT)
-    pool_done: int = 9  #: POOL accepted + sweep -> last output word written
+    pool_done: int = 6  #: POOL accepted + planes (:func:`pool_plane_cycles`) -> last output word written
     all_done_gap: int = 1  #: last output word -> the sequencer sees everything complete
     finish_end: int = 4  #: FINISH executes -> CYCLES stops counting
     token_latency: int = 1  #: a push becomes visible to a pop one cycle later
@@ -672,12 +703,10 @@ class _Machine:
             self._give(i, done)
         elif isinstance(insn, isa.Pool):
             a = max(x, self.last_done + tp.all_done_gap, self.pool_idle)
-            w = insn.out_h * insn.out_w * insn.kh * insn.kw
-            per_plane = w + tp.pool_plane_overhead + (1 if insn.mode == isa.PoolMode.AVG else 0)
-            done = a + insn.z_size * per_plane + tp.pool_done
+            done = a + insn.z_size * pool_plane_cycles(insn) + tp.pool_done
             self.start[i] = a
             self.end[i] = done
-            self.mac_cycles[i] = insn.z_size * w
+            self.mac_cycles[i] = insn.z_size * pool_plane_reads(insn)
             self.pool_idle = done - tp.ostage_latency + 1
             self.last_done = max(self.last_done, done)
             self.seq_free = a + 1

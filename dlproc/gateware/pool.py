@@ -8,42 +8,84 @@ Semantics (the contract's POOL, C lanes of one channel block per plane, planes z
          OUT = requantize(s, M, S, zp_out, act_min, act_max) with M, S of PRM word prm_base + z
     OUT[out_base + z*out_h*out_w + oy*out_w + ox]
 
-The engine reads one INP word per cycle and folds it into C running lane values (max, or the
-sum of ``x - zp_in``, which equals ``sum(x) - kh*kw*zp_in`` modulo 2**32 without a multiplier).
-The last word of a window sends the lane values to the shared output stage; MAX goes through it
-with the identity parameters (M = 1, S = 0, zp_out = 0), so the clamp is the output stage's and
-both modes share one OUT write path. A window of kh*kw words therefore takes kh*kw cycles, and a
-plane ``out_h*out_w*kh*kw`` cycles plus two (AVG: three, to read the PRM word) at its start. The
-output address is a counter, since OUT planes are stored densely one after the other. The INP
-addresses and loop counters are formed as in the conv engine (bounded addresses with a sticky
-"beyond the buffer" bit, down counters with registered ``last`` flags) to keep them off the
-critical path.
+Column reuse. Max and sum are associative and commutative, so a window's result is the fold of
+its kw *column results*, each the fold of the kh words of one window column. Horizontally
+adjacent windows of an output row share ``kw - stride_x`` columns, so the engine reads each
+needed column of a row once. Two walks run concurrently within a plane:
+
+* the **column walk** reads one INP word per cycle, column after column (kh words each, top to
+  bottom): for the first output of a row its kw columns, for every further output only the
+  ``min(stride_x, kw)`` columns it adds (skipping the ``stride_x - kw`` columns no window covers
+  when kw < stride_x). The folded column (max, or the sum of ``x - zp_in``) is written to a
+  64-entry column buffer at the column's index modulo 64;
+* the **window walk** folds, one buffer word per cycle, the last kw columns written for each
+  output in turn, and sends the result to the shared output stage. It waits for a column that is
+  not written yet; the column walk waits rather than overwrite a column of the window being
+  folded (at most 64 - kw columns ahead, kw <= 31).
+
+So an output costs ``max(kh * min(stride_x, kw), kw)`` cycles in the steady state of a row (3
+for a 3x3 stride-1 pool instead of 9, 6 at stride 2) and the first of a row ``kh * kw``; a
+plane ends a few cycles after its last window's fold. Planes are processed one after the other
+(the AVG parameters of PRM word ``prm_base + z`` are read between them, once the previous
+plane's last window has left the engine). ``estimate.performance.pool_plane_cycles`` is the
+timing model.
+
+The words folded per window are exactly the contract's, only in a different order, so the
+results are the same: max is exact; the AVG sum of ``x - zp_in`` equals
+``sum(x) - kh*kw*zp_in`` and its magnitude is below ``31*31*255 < 2**18``, so the 19-bit window
+sum (14-bit column sums) never wraps and equals the int32 of the contract. MAX goes through the
+output stage with the identity parameters (M = 1, S = 0, zp_out = 0), so the clamp is the output
+stage's and both modes share one OUT write path. The output address is a counter, since OUT
+planes are stored densely one after the other.
 
 Run-time checks as in the conv engine: zero-sized fields and act_min > act_max give ILLEGAL_FIELD,
 addresses beyond a buffer and tiles beyond the accumulator depth give SRAM_RANGE (the accumulator
 limit is not needed by this engine, but the ISA-level simulator applies it to POOL, and both must
-stop on the same programs).
+stop on the same programs). The column walk reads every word of every window (once), so an INP
+address beyond the buffer is found as before.
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from dlproc import isa
 from dlproc.numerics import MAX_SHIFT, MULT_BITS
 
-from .conv import TAG_BITS, _bounded, _bounded_add, _read_port, inp_word_layout
+from .conv import TAG_BITS, _read_port, inp_word_layout
 from .engine import EngineCommand
 from .output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature, prm_word_layout
 
-__all__ = ["POOL_CMD_LAYOUT", "PoolEngine"]
+__all__ = ["COLUMN_BUFFER_DEPTH", "POOL_CMD_LAYOUT", "PoolEngine"]
 
 #: A POOL command: the instruction fields as ``dlproc.isa`` encodes them, plus the output tag.
 POOL_CMD_LAYOUT = data.StructLayout(
     {spec.name: spec.shape for spec in isa.Pool.field_specs()} | {"tag": unsigned(TAG_BITS)}
 )
+
+#: Column results kept: a window (kw <= 31 columns) plus at least 33 columns read ahead.
+COLUMN_BUFFER_DEPTH = 64
+_CI_BITS = 7  # column indices modulo 128: differences up to 64 stay unambiguous
+
+
+def _pool_addr_bits() -> int:
+    """Width holding the largest INP address an encodable POOL can form (exact range checks)."""
+    L = POOL_CMD_LAYOUT
+
+    def mx(name: str) -> int:
+        return (1 << L[name].shape.width) - 1
+
+    last_row = (mx("out_h") - 1) * mx("stride_y") + mx("kh") - 1
+    last_col = (mx("out_w") - 1) * mx("stride_x") + mx("kw") - 1
+    largest = mx("inp_base") + (mx("z_size") - 1) * mx("in_plane") + last_row * mx("in_w") + last_col
+    return largest.bit_length() + 1
+
+
+def _sum_bits(terms: int) -> int:
+    """Signed width of a sum of ``terms`` values x - zp_in, each in [-255, 255]."""
+    return (terms * 255).bit_length() + 1
 
 
 class PoolEngine(wiring.Component):
@@ -76,7 +118,7 @@ class PoolEngine(wiring.Component):
         m.d.comb += [self.error.eq(error), self.error_code.eq(code)]
 
         # Accept (registered, see engine.py); the field check is used in SETUP, the address
-        # ranges are checked as the sweep forms the addresses.
+        # ranges are checked as the walks form the addresses.
         m.submodules.command = command = EngineCommand(
             POOL_CMD_LAYOUT,
             illegal=lambda f: ((f.in_w == 0) | (f.out_h == 0) | (f.out_w == 0) | (f.kh == 0) | (f.kw == 0)
@@ -85,70 +127,88 @@ class PoolEngine(wiring.Component):
         )
         wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
         a = command.fields
-        # INP addresses modulo 2**inp_bits plus a sticky "beyond" bit, as in the conv engine
-        # (conv._bounded_add): short carry chains, exact range checks.
-        kb = self.inp_bits
-        bounded = data.StructLayout({"low": unsigned(kb), "beyond": 1})
-        row_step = Signal(bounded)  # stride_y * in_w
-        plane_base, orow_base, opix_base, krow_base, addr = (
-            Signal(bounded, name=n) for n in ("plane_base", "orow_base", "opix_base", "krow_base", "inp_addr"))
-        # The window, pixel and plane counters count down to 0, each with a registered ``last``
-        # flag, so that the walk's multiplexers select on flip-flops rather than on 16-bit
-        # compares with ``field - 1``; ``*_m1`` and ``*_one`` (field == 1) reload them.
-        z, oy, ox = Signal(16, name="z_left"), Signal(16, name="oy_left"), Signal(16, name="ox_left")
-        ky, kx = Signal(5, name="ky_left"), Signal(5, name="kx_left")
-        last_z, last_oy, last_ox, last_ky, last_kx = (
-            Signal(name=f"last_{n}") for n in ("z", "oy", "ox", "ky", "kx"))
-        ow_m1, oh_m1 = Signal(16), Signal(16)
-        kw_m1, kh_m1 = Signal(5), Signal(5)
-        ow_one, oh_one, kw_one, kh_one = (Signal(name=f"{n}_one") for n in ("ow", "oh", "kw", "kh"))
-        win_first = Signal()  # the next item starts a window (kx and ky at the window's origin)
-        pix = Signal(33)  # pixel index within the plane, for the accumulator-depth check
+        is_avg = a.mode == isa.PoolMode.AVG
+        kmax_h = (1 << POOL_CMD_LAYOUT["kh"].shape.width) - 1
+        kmax_w = (1 << POOL_CMD_LAYOUT["kw"].shape.width) - 1
+        col_shape = signed(_sum_bits(kmax_h))  # 14 bits: a column of up to 31 words
+        win_shape = signed(_sum_bits(kmax_h * kmax_w))  # 19 bits: never wraps (see above)
+        m.submodules.colbuf = colbuf = memory.Memory(
+            shape=data.ArrayLayout(col_shape, c), depth=COLUMN_BUFFER_DEPTH, init=[])
+        cb_w = colbuf.write_port()
+        cb_r = colbuf.read_port()  # synchronous, not transparent: a column is read after its write
+
+        # Per command (SETUP): the row step and the column walk's skip over uncovered columns.
+        abits = _pool_addr_bits()
+        row_step = Signal(abits)  # stride_y * in_w
+        n_new, n_new_m1 = Signal(5), Signal(5)  # min(stride_x, kw) (- 1): columns a further output adds
+        skip = Signal(4)  # 1 + max(stride_x - kw, 0): to the next output's first new column
+        back = Signal(_CI_BITS)  # min(stride_x, kw) - kw modulo 128: window start from its end
+        plane_base = Signal(abits)
+        z = Signal(16)
         q = Signal(isa.SRAM_ADDR_BITS + 1)  # OUT address: one step at a time, so the check is exact
         prm_addr = Signal(isa.SRAM_ADDR_BITS + 1)
         params = Signal(data.ArrayLayout(REQUANT_LANE, c))
-        is_avg = a.mode == isa.PoolMode.AVG
-
-        win_last = last_kx & last_ky
-        plane_last = win_last & last_ox & last_oy
-        issue = Signal()
-        s1_valid, s2_valid, s3_valid = Signal(), Signal(), Signal()
         prm_bad = Signal()
+        last_z = z == a.z_size - 1
+
+        # Column walk state (reset per plane).
+        orow_base, cbase, addr = (Signal(abits, name=n) for n in ("orow_base", "col_base", "inp_addr"))
+        ky, j, ncols_m1 = Signal(5), Signal(5), Signal(5)
+        ox, oy = Signal(16), Signal(16)
+        pix = Signal(33)  # output pixel within the plane, for the accumulator-depth check
+        ccol = Signal(_CI_BITS)  # index of the column being read
+        rdone = Signal()
+        # Window walk state (reset per plane).
+        fk = Signal(5)
+        fox, foy = Signal(16), Signal(16)
+        fcol, fstart, fend = (Signal(_CI_BITS, name=n) for n in ("fold_col", "fold_start", "fold_end"))
+        fdone = Signal()
+        written = Signal(_CI_BITS)  # columns in the buffer so far
+
+        rgo, fgo = Signal(), Signal()
+        in_sweep = Signal()
+        # Pipelines: column walk r1 (INP data) -> r2 (fold into the column) -> w3 (buffer write);
+        # window walk f1 (buffer data) -> f2 (fold into the window) -> s3 (to the output stage).
+        r1 = {k: Signal(w, name=f"r1_{k}") for k, w in (("valid", 1), ("first", 1), ("last", 1), ("col", 6))}
+        r2 = {k: Signal(w, name=f"r2_{k}") for k, w in (("valid", 1), ("first", 1), ("last", 1), ("col", 6))}
+        w3_en, w3_col = Signal(), Signal(6)
+        w3_data = Signal(data.ArrayLayout(col_shape, c))
+        ob = self.out_bits
+        f1 = {k: Signal(w, name=f"f1_{k}") for k, w in (("valid", 1), ("first", 1), ("last", 1), ("final", 1),
+                                                          ("oob", 1), ("q", ob))}
+        f2 = {k: Signal(w, name=f"f2_{k}") for k, w in (("valid", 1), ("first", 1), ("last", 1), ("final", 1),
+                                                          ("oob", 1), ("q", ob))}
+        s3_valid, s3_final, s3_q = Signal(), Signal(name="p3_final"), Signal(ob, name="p3_q")
+        in_flight = r1["valid"] | r2["valid"] | w3_en | f1["valid"] | f2["valid"] | s3_valid
 
         # The read-port signature's ``en`` has init 1; drive it low unless a read is wanted, so
         # the compute unit's port muxes can tell which engine is reading.
         m.d.comb += self.prm.en.eq(0)
         with m.FSM(name="pool") as fsm:
             with m.State("IDLE"):
-                # The last windows of the previous command still read ``a`` (mode, zero point,
-                # tag) in stages 1 to 3, so a new command waits until they have left.
-                m.d.comb += command.enable.eq(~error & ~s1_valid & ~s2_valid & ~s3_valid)
+                m.d.comb += command.enable.eq(~error & ~in_flight)
                 with m.If(command.take):
                     m.next = "SETUP"
             with m.State("SETUP"):
-                base = _bounded(a.inp_base, kb)
+                new_cols = Mux(a.stride_x < a.kw, a.stride_x, a.kw)
                 m.d.sync += [
-                    row_step.eq(_bounded(a.stride_y * a.in_w, kb)),
-                    plane_base.eq(base), orow_base.eq(base), opix_base.eq(base),
-                    krow_base.eq(base), addr.eq(base),
-                    z.eq(a.z_size - 1), oy.eq(a.out_h - 1), ox.eq(a.out_w - 1),
-                    ky.eq(a.kh - 1), kx.eq(a.kw - 1),
-                    last_z.eq(a.z_size == 1), last_oy.eq(a.out_h == 1), last_ox.eq(a.out_w == 1),
-                    last_ky.eq(a.kh == 1), last_kx.eq(a.kw == 1),
-                    ow_m1.eq(a.out_w - 1), oh_m1.eq(a.out_h - 1), kw_m1.eq(a.kw - 1), kh_m1.eq(a.kh - 1),
-                    ow_one.eq(a.out_w == 1), oh_one.eq(a.out_h == 1),
-                    kw_one.eq(a.kw == 1), kh_one.eq(a.kh == 1),
-                    win_first.eq(1), pix.eq(0),
-                    q.eq(a.out_base), prm_addr.eq(a.prm_base),
+                    row_step.eq(a.stride_y * a.in_w),
+                    n_new.eq(new_cols), n_new_m1.eq(new_cols - 1),
+                    skip.eq(Mux(a.stride_x > a.kw, a.stride_x - a.kw + 1, 1)),
+                    back.eq(new_cols - a.kw),
+                    plane_base.eq(a.inp_base), z.eq(0), q.eq(a.out_base), prm_addr.eq(a.prm_base),
                 ]
                 m.next = "PLANE_PRM"
-            with m.State("PLANE_WAIT"):
-                m.next = "PLANE_PRM"
             with m.State("PLANE_PRM"):
-                # Entered two cycles after a plane's last issue: the new parameters become
-                # visible three cycles later, after that plane's last window has left stage 3
-                # (where the parameters go to the output stage), so no item sees the next
-                # plane's parameters.
+                # Entered when the previous plane's last window has left the engine, so no
+                # window sees the next plane's parameters. Both walks restart here.
+                m.d.sync += [
+                    orow_base.eq(plane_base), cbase.eq(plane_base), addr.eq(plane_base),
+                    ky.eq(0), j.eq(0), ncols_m1.eq(a.kw - 1), ox.eq(0), oy.eq(0), pix.eq(0),
+                    ccol.eq(0), rdone.eq(0),
+                    fk.eq(0), fox.eq(0), foy.eq(0), fcol.eq(0), fstart.eq(0), fend.eq(a.kw), fdone.eq(0),
+                    written.eq(0),
+                ]
                 with m.If(is_avg):
                     m.d.comb += [self.prm.addr.eq(prm_addr), self.prm.en.eq(~error)]
                     m.next = "PRM_WAIT"
@@ -168,101 +228,129 @@ class PoolEngine(wiring.Component):
                 m.d.comb += prm_bad.eq(~ok)
                 m.next = "SWEEP"
             with m.State("SWEEP"):
-                m.d.comb += issue.eq(~error)
-                with m.If(issue & plane_last):
+                m.d.comb += in_sweep.eq(1)
+                # fdone implies every column was written and folded: wait for the last window
+                # to leave stage 3 (on an error the engine stays here, busy, as it stopped).
+                with m.If(fdone & ~in_flight & ~error):
                     with m.If(last_z):
                         m.next = "IDLE"
                     with m.Else():
-                        m.next = "PLANE_WAIT"
+                        m.d.sync += [z.eq(z + 1), plane_base.eq(plane_base + a.in_plane),
+                                     prm_addr.eq(prm_addr + 1)]
+                        m.next = "PLANE_PRM"
 
-        errs.append((fsm.ongoing("PRM_WAIT") & prm_bad, E.ILLEGAL_FIELD))
-        in_setup = fsm.ongoing("SETUP")
-        errs.insert(0, (in_setup & command.illegal, E.ILLEGAL_FIELD))
-        errs.append((fsm.ongoing("PLANE_PRM") & is_avg & (prm_addr >= hw.prm_depth), E.SRAM_RANGE))
-        errs.append((issue & (addr.beyond | (addr.low >= hw.inp_depth)), E.SRAM_RANGE))
-        errs.append((issue & (pix >= self.acc_depth), E.SRAM_RANGE))
-        out_oob = q >= hw.out_depth
-        errs.append((issue & win_last & out_oob, E.SRAM_RANGE))
-
-        # Window walk: kx, ky inside the window, then ox, oy, then the plane.
-        def count_down(left: Signal, last: Signal) -> list:
-            return [left.eq(left - 1), last.eq(left == 1)]
-
-        def reload(left: Signal, last: Signal, m1: Signal, one: Signal) -> list:
-            return [left.eq(m1), last.eq(one)]
-
-        one_step = _bounded(Const(1, 1), kb)
-        with m.If(issue):
-            m.d.sync += win_first.eq(win_last)
-            with m.If(~last_kx):
-                m.d.sync += count_down(kx, last_kx) + [addr.eq(_bounded_add(addr, one_step))]
-            with m.Elif(~last_ky):
-                nxt = _bounded_add(krow_base, _bounded(a.in_w, kb))
-                m.d.sync += reload(kx, last_kx, kw_m1, kw_one) + count_down(ky, last_ky)
-                m.d.sync += [krow_base.eq(nxt), addr.eq(nxt)]
+        # ---- column walk: ky inside a column, j over the columns an output adds, then ox, oy.
+        # It may not overwrite the buffer entry of a column of the window being folded: ``room``
+        # is registered (out of the address generator's enable path) from ccol - fstart < 63,
+        # which still holds as < 64 in the next cycle (ccol grows by at most one per cycle).
+        room = Signal()
+        m.d.sync += room.eq((ccol - fstart)[:_CI_BITS] < COLUMN_BUFFER_DEPTH - 1)
+        m.d.comb += rgo.eq(in_sweep & ~rdone & ~error & room)
+        last_ky, last_j = ky == a.kh - 1, j == ncols_m1
+        with m.If(rgo):
+            with m.If(~last_ky):
+                m.d.sync += [ky.eq(ky + 1), addr.eq(addr + a.in_w)]
             with m.Else():
-                m.d.sync += reload(kx, last_kx, kw_m1, kw_one) + reload(ky, last_ky, kh_m1, kh_one)
-                m.d.sync += [q.eq(q + 1), pix.eq(pix + 1)]
-                with m.If(~last_ox):
-                    nxt = _bounded_add(opix_base, _bounded(a.stride_x, kb))
-                    m.d.sync += count_down(ox, last_ox)
-                    m.d.sync += [opix_base.eq(nxt), krow_base.eq(nxt), addr.eq(nxt)]
-                with m.Elif(~last_oy):
-                    nxt = _bounded_add(orow_base, row_step)
-                    m.d.sync += reload(ox, last_ox, ow_m1, ow_one) + count_down(oy, last_oy)
-                    m.d.sync += [orow_base.eq(nxt), opix_base.eq(nxt), krow_base.eq(nxt), addr.eq(nxt)]
+                m.d.sync += [ky.eq(0), ccol.eq(ccol + 1)]
+                with m.If(~last_j):
+                    m.d.sync += [j.eq(j + 1), cbase.eq(cbase + 1), addr.eq(cbase + 1)]
                 with m.Else():
-                    nxt = _bounded_add(plane_base, _bounded(a.in_plane, kb))
-                    m.d.sync += (reload(ox, last_ox, ow_m1, ow_one) + reload(oy, last_oy, oh_m1, oh_one)
-                                 + count_down(z, last_z))
-                    m.d.sync += [pix.eq(0), prm_addr.eq(prm_addr + 1),
-                                 plane_base.eq(nxt), orow_base.eq(nxt), opix_base.eq(nxt),
-                                 krow_base.eq(nxt), addr.eq(nxt)]
-        m.d.comb += [self.inp.addr.eq(addr.low), self.inp.en.eq(issue)]
+                    m.d.sync += [j.eq(0), pix.eq(pix + 1)]
+                    with m.If(ox != a.out_w - 1):
+                        nxt = cbase + skip
+                        m.d.sync += [ox.eq(ox + 1), ncols_m1.eq(n_new_m1), cbase.eq(nxt), addr.eq(nxt)]
+                    with m.Elif(oy != a.out_h - 1):
+                        nxt = orow_base + row_step
+                        m.d.sync += [ox.eq(0), oy.eq(oy + 1), ncols_m1.eq(a.kw - 1), orow_base.eq(nxt),
+                                     cbase.eq(nxt), addr.eq(nxt)]
+                    with m.Else():
+                        m.d.sync += rdone.eq(1)
+        m.d.comb += [self.inp.addr.eq(addr), self.inp.en.eq(rgo)]
+        errs.append((rgo & (addr >= hw.inp_depth), E.SRAM_RANGE))
+        errs.append((rgo & (pix >= self.acc_depth), E.SRAM_RANGE))
 
-        # Pipeline: stage 1 = INP data arrives, stage 2 = word registered and folded.
-        s0 = {"valid": issue, "first": win_first, "last": win_last, "final": plane_last & last_z,
-              "oob": out_oob, "q": q[:self.out_bits]}
-        s1 = {k: Signal(len(v), name=f"p1_{k}") for k, v in s0.items()}
-        s2 = {k: Signal(len(v), name=f"p2_{k}") for k, v in s0.items()}
-        m.d.sync += [s1[k].eq(s0[k]) for k in s0] + [s2[k].eq(s1[k]) for k in s0]
-        m.d.comb += [s1_valid.eq(s1["valid"]), s2_valid.eq(s2["valid"])]
-        # Stage 3 registers a finished window for the output stage, which keeps the fold's
-        # adder out of the output stage's first (sign-select) stage.
-        s3 = {"valid": s3_valid, "final": Signal(name="p3_final"), "q": Signal(self.out_bits, name="p3_q")}
-        # Stage 1 -> 2: the word is registered as the value to fold, x - zp_in for AVG (9 bits),
-        # so that stage 2 has a single adder (or comparator) in front of the running value.
+        m.d.sync += [r1["valid"].eq(rgo), r1["first"].eq(ky == 0), r1["last"].eq(last_ky), r1["col"].eq(ccol[:6])]
+        m.d.sync += [r2[k].eq(r1[k]) for k in r1]
+        # r1 -> r2: the word is registered as the value to fold, x - zp_in for AVG (9 bits), so
+        # that r2 has a single adder (or comparator) in front of the running column value.
         x2 = Signal(data.ArrayLayout(signed(9), c))
         for lane in range(c):
             x = self.inp.data[lane]
             m.d.sync += x2[lane].eq(Mux(is_avg, x - a.zp_in, x))
-
-        run = Signal(data.ArrayLayout(signed(32), c))  # running max or sum per lane
-        new = Signal(data.ArrayLayout(signed(32), c))
+        col = Signal(data.ArrayLayout(col_shape, c))
+        col_new = Signal(data.ArrayLayout(col_shape, c))
         for lane in range(c):
-            val = x2[lane]
-            folded = Mux(is_avg, run[lane] + val, Mux(val > run[lane], val, run[lane]))
-            m.d.comb += new[lane].eq(Mux(s2["first"], val, folded))
-        with m.If(s2["valid"]):
-            m.d.sync += run.eq(new)
+            val, run = x2[lane], col[lane]
+            folded = Mux(is_avg, run + val, Mux(val > run, val, run))
+            m.d.comb += col_new[lane].eq(Mux(r2["first"], val, folded))
+        with m.If(r2["valid"]):
+            m.d.sync += col.eq(col_new)
+        m.d.sync += [w3_en.eq(r2["valid"] & r2["last"]), w3_col.eq(r2["col"]), w3_data.eq(col_new)]
+        m.d.comb += [cb_w.addr.eq(w3_col), cb_w.data.eq(w3_data), cb_w.en.eq(w3_en)]
+        with m.If(w3_en):
+            m.d.sync += written.eq(written + 1)
 
+        # ---- window walk: fk over the window's kw columns, then fox, foy.
+        m.d.comb += fgo.eq(in_sweep & ~fdone & ~error & (fcol != written))
+        last_fk = fk == a.kw - 1
+        last_fox, last_foy = fox == a.out_w - 1, foy == a.out_h - 1
+        out_oob = q >= hw.out_depth
+        with m.If(fgo):
+            with m.If(~last_fk):
+                m.d.sync += [fk.eq(fk + 1), fcol.eq(fcol + 1)]
+            with m.Else():
+                m.d.sync += [fk.eq(0), q.eq(q + 1)]
+                with m.If(~last_fox):
+                    m.d.sync += [fox.eq(fox + 1), fend.eq(fend + n_new), fstart.eq(fend + back), fcol.eq(fend + back)]
+                with m.Elif(~last_foy):
+                    m.d.sync += [fox.eq(0), foy.eq(foy + 1), fstart.eq(fend), fcol.eq(fend),
+                                 fend.eq(fend + a.kw)]
+                with m.Else():
+                    m.d.sync += fdone.eq(1)
+        m.d.comb += [cb_r.addr.eq(fcol[:6]), cb_r.en.eq(fgo)]
+        errs.append((fgo & last_fk & out_oob, E.SRAM_RANGE))
+
+        f0 = {"valid": fgo, "first": fk == 0, "last": last_fk, "final": last_fox & last_foy & last_z,
+              "oob": out_oob, "q": q[:ob]}
+        m.d.sync += [f1[k].eq(f0[k]) for k in f0] + [f2[k].eq(f1[k]) for k in f0]
+        # f1 -> f2: the column word is registered, so that f2 has one adder (or comparator) in
+        # front of the running window value, as in the column walk.
+        cv2 = Signal(data.ArrayLayout(col_shape, c))
+        m.d.sync += cv2.eq(cb_r.data)
+        win = Signal(data.ArrayLayout(win_shape, c))  # running max or sum per lane
+        win_new = Signal(data.ArrayLayout(win_shape, c))
+        for lane in range(c):
+            val, run = cv2[lane], win[lane]
+            folded = Mux(is_avg, run + val, Mux(val > run, val, run))
+            m.d.comb += win_new[lane].eq(Mux(f2["first"], val, folded))
+        with m.If(f2["valid"]):
+            m.d.sync += win.eq(win_new)
+
+        # Stage 3 registers a finished window for the output stage, which keeps the fold's
+        # adder out of the output stage's first (sign-select) stage.
         m.d.sync += [
-            s3["valid"].eq(s2["valid"] & s2["last"] & ~s2["oob"]),
-            s3["final"].eq(s2["final"]),
-            s3["q"].eq(s2["q"]),
+            s3_valid.eq(f2["valid"] & f2["last"] & ~f2["oob"]),
+            s3_final.eq(f2["final"]),
+            s3_q.eq(f2["q"]),
         ]
+        acc = Signal(data.ArrayLayout(signed(32), c))
+        for lane in range(c):
+            m.d.comb += acc[lane].eq(win[lane])  # sign-extended; holds the result in stage 3
         m.d.comb += [
-            self.ost.valid.eq(s3["valid"]),
-            self.ost.acc.eq(run),  # holds the window's result in stage 3
+            self.ost.valid.eq(s3_valid),
+            self.ost.acc.eq(acc),
             self.ost.params.eq(params),
             self.ost.zp_out.eq(Mux(is_avg, a.zp_out, 0)),
             self.ost.act_min.eq(a.act_min),
             self.ost.act_max.eq(a.act_max),
-            self.ost.addr.eq(s3["q"]),
-            self.ost.tag.eq(Cat(s3["final"], a.tag)),
+            self.ost.addr.eq(s3_q),
+            self.ost.tag.eq(Cat(s3_final, a.tag)),
         ]
-        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | s1["valid"] | s2["valid"] | s3["valid"])
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | in_flight)
 
+        errs.append((fsm.ongoing("PRM_WAIT") & prm_bad, E.ILLEGAL_FIELD))
+        errs.insert(0, (fsm.ongoing("SETUP") & command.illegal, E.ILLEGAL_FIELD))
+        errs.append((fsm.ongoing("PLANE_PRM") & is_avg & (prm_addr >= hw.prm_depth), E.SRAM_RANGE))
         with m.If(~error):
             for cond, value in reversed(errs):
                 with m.If(cond):
