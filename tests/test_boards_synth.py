@@ -16,7 +16,9 @@ from dlproc.cli import main
 from dlproc.config import ProcessorConfig
 from dlproc.synth import yosys_available
 
-pytestmark = pytest.mark.slow
+# One worker runs the whole module, so the five-minute synthesis of the `built` fixture happens once
+# under `pytest -n 2` (`--dist loadgroup` in pyproject.toml).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("de10nano_build")]
 
 
 @pytest.fixture(scope="module")
