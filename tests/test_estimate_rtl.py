@@ -1,7 +1,7 @@
 """The performance estimator against the Verilated processor (small configuration, C = 4, the
 same configuration and harness build as ``test_rtl_layers.py``): estimated cycles of layer
 programs within 5 % of the simulated CYCLES register, and a small compiled network within 3 %
-(per profiled layer within 10 %, see ``docs/estimator.md`` for the measured figures)."""
+(per profiled layer within 5 %, see ``docs/estimator.md`` for the measured figures)."""
 
 from __future__ import annotations
 
