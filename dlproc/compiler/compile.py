@@ -251,8 +251,7 @@ def compile_network(qnet: Any, config: Any, *, base: int = 0, fold_input: bool =
         raise CompileError(f"network {qnet.name!r} has no layer the processor can run")
     geom = Geometry.from_config(config)
     boundary = _boundary(qnet, hw)
-    ddr = float(getattr(config, "ddr_bytes_per_cycle", geom.bus_bytes) or geom.bus_bytes)
-    low = lower(qnet, hw, geom, set(boundary), fold_input, words_per_cycle=ddr / geom.pitch("INP"))
+    low = lower(qnet, hw, geom, set(boundary), fold_input)
     pitch = geom.pitch("INP")
 
     weights_at, conv_img, fc_img = _weight_images(geom, low.ops)

@@ -62,7 +62,6 @@ import numpy as np
 
 from dlproc.errors import CompileError
 from dlproc import isa
-from dlproc.estimate.performance import pool_plane_cycles
 from dlproc.layerprog import (AddLayer, ConvLayer, ConvTransposeLayer, FcLayer, LrnLayer, PoolLayer, SoftmaxLayer,
                               UpsampleLayer, fc_out_shape)
 
@@ -169,38 +168,6 @@ def _rescale_spec(channels: int, zp_in: int, mult: Any, shift: Any, zp_out: int,
                      act_min=act_min, act_max=act_max, groups=channels)
 
 
-#: a separable max pool must save at least this share of the window reads (the extra pass costs a
-#: barrier, a DRAM round trip and per-plane overheads)
-_SEPARABLE_MIN_SAVING = 0.15
-
-
-def _separable_pays(kernel: tuple[int, int], stride: tuple[int, int], in_shape: tuple[int, int, int],
-                    pads: tuple[int, int, int, int], words_per_cycle: float = 1.0) -> bool:
-    """Whether a row pass + column pass is cheaper than the 2-D max pool. Each pass costs the
-    larger of its engine cycles per channel block (``pool_plane_cycles``, the column-reusing pool
-    engine) and its DDR traffic (every input word loaded, every output word stored,
-    ``words_per_cycle`` words per cycle). Since the engine reads each window column once per
-    output row, the 2-D pool costs about max(kh * min(sx, kw), kw) cycles per output, and the
-    passes together about kw * h/ho + kh: the split no longer pays for any kernel (kept, with
-    the engine's model, so that the decision stays explicit)."""
-    kh, kw = kernel
-    if kh < 2 or kw < 2:
-        return False
-    _, h, w = in_shape
-    hp, wp = h + pads[0] + pads[2], w + pads[1] + pads[3]
-    ho = (hp - kh) // stride[0] + 1
-    wo = (wp - kw) // stride[1] + 1
-
-    def cost(k: tuple[int, int], s: tuple[int, int], out: tuple[int, int], words_in: int) -> float:
-        insn = isa.Pool(in_w=wp, in_plane=hp * wp, out_h=out[0], out_w=out[1], kh=k[0], kw=k[1],
-                        stride_y=s[0], stride_x=s[1])
-        return max(pool_plane_cycles(insn), (words_in + out[0] * out[1]) / words_per_cycle)
-
-    direct = cost(kernel, stride, (ho, wo), h * w)
-    split = cost((1, kw), (1, stride[1]), (h, wo), h * w) + cost((kh, 1), (stride[0], 1), (ho, wo), h * wo)
-    return split <= (1 - _SEPARABLE_MIN_SAVING) * direct
-
-
 def _fold_pays(cin: int, kh: int, kw: int, c: int) -> bool:
     before = -(-cin // c) * kh * kw
     after = -(-(cin * kh * kw) // c)
@@ -208,10 +175,8 @@ def _fold_pays(cin: int, kh: int, kw: int, c: int) -> bool:
 
 
 class _Lowerer:
-    def __init__(self, qnet: Any, hw_names: set[str], geom: Any, boundary: set[str], fold_input: bool,
-                 words_per_cycle: float = 1.0):
+    def __init__(self, qnet: Any, hw_names: set[str], geom: Any, boundary: set[str], fold_input: bool):
         self.qnet = qnet
-        self.words_per_cycle = words_per_cycle
         self.hw = hw_names
         self.geom = geom
         self.c = geom.c
@@ -458,35 +423,7 @@ class _Lowerer:
 
     def _lower_maxpool(self, layer: Any) -> None:
         a = layer.attrs
-        kernel, stride, pads = _pair(a["kernel"]), _pair(a.get("stride", 1)), _pads(a.get("pads", 0))
-        if _separable_pays(kernel, stride, self.tensors[layer.inputs[0]].shape, pads, self.words_per_cycle):
-            self._separable_maxpool(layer, kernel, stride, pads)
-            return
         self._pool(layer, PoolLayer("max", a["kernel"], a.get("stride", 1), a.get("pads", 0)))
-
-    def _separable_maxpool(self, layer: Any, kernel: tuple[int, int], stride: tuple[int, int],
-                           pads: tuple[int, int, int, int]) -> None:
-        """A kh x kw max pool as a 1 x kw pool over the rows, then a kh x 1 pool over the columns.
-
-        Paid when the POOL engine read kh*kw words per window (6 instead of 9 cycles per pixel
-        for a stride-1 3x3 pool); with the column-reusing engine ``_separable_pays`` is false
-        for every kernel, and this path is kept for an engine model where it pays again.
-        Bit-exact: max is associative, LOAD pads a max pool with the int8 minimum (never the
-        maximum of a window that holds a real value; every window does, as pads < kernel), and
-        the output clamp is idempotent.
-        """
-        src = self.qnet[layer.inputs[0]]
-        cmap = self._map_of(src.name)
-        rows = f"{layer.name}/rows"
-        shape = self._op(layer, "pool", PoolLayer("max", (1, kernel[1]), (1, stride[1]), (0, pads[1], 0, pads[3])),
-                         src.name, rows, note=f"separable max pool: 1x{kernel[1]} row pass")
-        self._add_tensor(rows, shape, cmap)
-        shape = self._op(layer, "pool", PoolLayer("max", (kernel[0], 1), (stride[0], 1), (pads[0], 0, pads[2], 0)),
-                         rows, layer.name, note=f"separable max pool: {kernel[0]}x1 column pass")
-        self._add_tensor(layer.name, shape, cmap)
-        self.notes.append(f"{layer.name}: {kernel[0]}x{kernel[1]} max pool as a 1x{kernel[1]} row pass and a "
-                          f"{kernel[0]}x1 column pass ({kernel[0] + kernel[1]} instead of {kernel[0] * kernel[1]} "
-                          "window reads per pixel at stride 1)")
 
     def _avg_params(self, layer: Any) -> tuple[Any, Any]:
         # Per-window divisors (count_include_pad=False over padding) come as (Ho, Wo) arrays;
@@ -621,8 +558,6 @@ class _Lowerer:
                               "convolutions); it does not need conv.SegmentationBlockGeneration, which is off")
 
 
-def lower(qnet: Any, hw_names: set[str], geom: Any, boundary: set[str], fold_input: bool = True,
-          words_per_cycle: float = 1.0) -> Lowered:
-    """Lower the HW layers of ``qnet`` (see the module docstring); ``words_per_cycle`` is the DDR
-    rate in activation words (INP elements) per cycle, for the cost-based choices."""
-    return _Lowerer(qnet, hw_names, geom, boundary, fold_input, words_per_cycle).lower()
+def lower(qnet: Any, hw_names: set[str], geom: Any, boundary: set[str], fold_input: bool = True) -> Lowered:
+    """Lower the HW layers of ``qnet`` (see the module docstring)."""
+    return _Lowerer(qnet, hw_names, geom, boundary, fold_input).lower()
