@@ -1,7 +1,6 @@
 """cocotb bench: ``dlproc.gateware.fc.FcEngine`` against the golden ``ops.fully_connected`` + ``requantize``.
 
-The DUT is :class:`FcBench` (defined here, so that this bench does not depend on any other bench
-file): the FC engine with its INP, WGT and PRM memories (random contents from the seed) and the
+The DUT is :class:`FcBench`: the FC engine with its INP, WGT and PRM memories (random contents from the seed) and the
 output stage, exactly as the compute unit connects them; the bench drives FC commands (random
 n_in, n_out, bases, zero points and clamps, load_x on the first and on larger inputs) with random
 gaps, records every OUT write and compares it with the reference computed from the same seed.
@@ -24,6 +23,7 @@ from amaranth.lib.wiring import In, Out
 from dlproc import isa
 from dlproc.golden import ops
 from dlproc.numerics import requantize
+from dlproc.sim.cocotb.benches import pack_inp, pack_prm, pack_wgt, unpack_out
 
 INP_DEPTH, WGT_DEPTH, PRM_DEPTH, OUT_DEPTH, X_DEPTH = 64, 96, 24, 64, 256
 N_INSNS = 6
@@ -101,10 +101,6 @@ def reference(d: BenchData, c: int, f: int) -> list[np.ndarray]:
     return res
 
 
-def _words(rows: np.ndarray) -> list[int]:
-    return [int.from_bytes(np.asarray(r, dtype=np.int8).tobytes(), "little") for r in rows]
-
-
 class FcBench(wiring.Component):
     """FcEngine + its memories + the output stage (the compute unit's wiring of one engine)."""
 
@@ -134,18 +130,11 @@ class FcBench(wiring.Component):
         c, d = self.c, self.data
         m.submodules.fc = eng = FcEngine(self.hw)
         m.submodules.ostage = ost = OutputStage(c, eng.out_bits, 1 + TAG_BITS)
-        prm = []
-        for k in range(PRM_DEPTH):
-            word = 0
-            for lane in range(c):
-                bits = ((int(d.bias[k, lane]) & 0xFFFFFFFF) | (int(d.mult[k, lane]) << 32)
-                        | (int(d.mult_neg[k, lane]) << 48) | (int(d.shift[k, lane]) << 64))
-                word |= bits << (72 * lane)
-            prm.append(word)
         mems = {
-            "inp": memory.Memory(shape=unsigned(8 * c), depth=INP_DEPTH, init=_words(d.inp)),
-            "wgt": memory.Memory(shape=unsigned(8 * c * c), depth=WGT_DEPTH, init=_words(d.wgt)),
-            "prm": memory.Memory(shape=unsigned(72 * c), depth=PRM_DEPTH, init=prm),
+            "inp": memory.Memory(shape=unsigned(8 * c), depth=INP_DEPTH, init=pack_inp(d.inp)),
+            "wgt": memory.Memory(shape=unsigned(8 * c * c), depth=WGT_DEPTH, init=pack_wgt(d.wgt)),
+            "prm": memory.Memory(shape=unsigned(72 * c), depth=PRM_DEPTH,
+                                 init=pack_prm(d.bias, d.mult, d.mult_neg, d.shift)),
         }
         for name, mem in mems.items():
             m.submodules[name] = mem
@@ -230,7 +219,7 @@ if cocotb is not None:
             assert not int(dut.error.value), f"error {int(dut.error.value)} on {insn}"
             ref = refs.pop(0)
             for b in range(ref.shape[0]):
-                got = np.frombuffer(writes.pop(insn.out_base + b).to_bytes(c, "little"), dtype=np.int8)
+                got = unpack_out(writes.pop(insn.out_base + b), c)
                 assert (got == ref[b]).all(), f"{insn}: word {b}: {got} != {ref[b]}"
             assert not writes, f"unexpected OUT writes {sorted(writes)}"
         assert lasts == len(d.insns)
