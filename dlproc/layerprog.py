@@ -353,24 +353,30 @@ def _check_requant(mult: np.ndarray, mneg: np.ndarray, shift: np.ndarray, what: 
             raise CompileError(f"{what}: {name} must be in 0..{hi}, got range {arr.min()}..{arr.max()}")
 
 
-def pack_conv_params(geom: Geometry, layer: ConvLayer, s: _ConvShape) -> bytes:
-    """PRM image: one word per output block with the folded bias and the requantization params."""
+def _pack_weighted_params(geom: Geometry, layer: Any, co: int, what: str) -> bytes:
+    """PRM image of a weighted layer (conv or fc: ``weight`` with output channels first, ``bias``,
+    ``mult``/``shift``/``mult_neg``, ``zp_in``): one word per block of C outputs with the bias with
+    ``-zp_in * sum(w)`` folded in and the requantization parameters."""
     from dlproc.golden.ops import fold_zero_point
     c = geom.c
-    co = s.co
     bias = np.asarray(layer.bias, dtype=np.int64).reshape(-1)
     mult = np.broadcast_to(np.asarray(layer.mult, dtype=np.int64), (co,))
     shift = np.broadcast_to(np.asarray(layer.shift, dtype=np.int64), (co,))
     mneg = mult if layer.mult_neg is None else np.broadcast_to(np.asarray(layer.mult_neg, dtype=np.int64), (co,))
     if bias.shape != (co,):
-        raise CompileError(f"conv bias must have shape ({co},), got {bias.shape}")
-    _check_requant(mult, mneg, shift, "conv requantization")
+        raise CompileError(f"{what} bias must have shape ({co},), got {bias.shape}")
+    _check_requant(mult, mneg, shift, f"{what} requantization")
     folded = fold_zero_point(bias, np.asarray(layer.weight), int(layer.zp_in)).astype(np.int64)
     words = []
     for ob in range(_blocks(co, c)):
         sl = slice(ob * c, min(co, ob * c + c))
         words.append(_prm_word(geom, folded[sl], mult[sl], mneg[sl], shift[sl]))
     return b"".join(words)
+
+
+def pack_conv_params(geom: Geometry, layer: ConvLayer, s: _ConvShape) -> bytes:
+    """PRM image: one word per output block with the folded bias and the requantization params."""
+    return _pack_weighted_params(geom, layer, s.co, "conv")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1991,20 +1997,7 @@ def pack_fc_weights(geom: Geometry, layer: FcLayer, in_shape: tuple[int, int, in
 
 def pack_fc_params(geom: Geometry, layer: FcLayer, in_shape: tuple[int, int, int]) -> bytes:
     """PRM words per block of C outputs: folded bias, M, M_neg, S."""
-    from dlproc.golden.ops import fold_zero_point
-    s = _fc_shape(geom, layer, in_shape)
-    co, c = s.co, geom.c
-    bias = np.asarray(layer.bias, dtype=np.int64).reshape(-1)
-    mult = np.broadcast_to(np.asarray(layer.mult, dtype=np.int64), (co,))
-    shift = np.broadcast_to(np.asarray(layer.shift, dtype=np.int64), (co,))
-    mneg = mult if layer.mult_neg is None else np.broadcast_to(np.asarray(layer.mult_neg, dtype=np.int64), (co,))
-    if bias.shape != (co,):
-        raise CompileError(f"fc bias must have shape ({co},), got {bias.shape}")
-    _check_requant(mult, mneg, shift, "fc requantization")
-    folded = fold_zero_point(bias, np.asarray(layer.weight), int(layer.zp_in)).astype(np.int64)
-    return b"".join(_prm_word(geom, folded[ob * c:min(co, ob * c + c)], mult[ob * c:min(co, ob * c + c)],
-                              mneg[ob * c:min(co, ob * c + c)], shift[ob * c:min(co, ob * c + c)])
-                    for ob in range(_blocks(co, c)))
+    return _pack_weighted_params(geom, layer, _fc_shape(geom, layer, in_shape).co, "fc")
 
 
 class _FcEmitter(_Emitter):
