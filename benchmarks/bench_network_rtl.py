@@ -2,7 +2,7 @@
 
     python benchmarks/bench_network_rtl.py [--cfg tiny.cfg] [--size 64] [--preset de10nano_int8] [--frames 1]
 
-Loads a network from /work/shared/networks/darknet (random weights, input reduced to --size),
+Loads a network from tests/data/darknet (random weights, input reduced to --size),
 calibrates and quantizes it on random images, compiles it, runs --frames frames on the Verilated
 processor (NativeSim) and on the ISA-level simulator, checks that both agree bit for bit with the
 layer-level golden model, and prints the profiler table (cycles and MAC utilization per layer), the
@@ -25,12 +25,12 @@ from dlproc.golden.run import run_int8
 from dlproc.quant import Quantizer
 from dlproc.workflow import Workflow
 
-NETWORKS = Path("/work/shared/networks/darknet")
+NETWORKS = Path(__file__).resolve().parents[1] / "tests" / "data" / "darknet"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cfg", default="tiny.cfg", help="a .cfg in /work/shared/networks/darknet (default tiny.cfg)")
+    ap.add_argument("--cfg", default="tiny.cfg", help="a .cfg in tests/data/darknet (default tiny.cfg)")
     ap.add_argument("--size", type=int, default=64, help="input height and width (default 64)")
     ap.add_argument("--preset", default="de10nano_int8")
     ap.add_argument("--frames", type=int, default=1)

@@ -5,7 +5,6 @@ bit. With a block switched off the compiler names the property to turn on."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -23,6 +22,7 @@ from dlproc.workflow import Workflow
 from layerprog_cases import small_config
 from test_compiler_random import check_golden
 from test_quant_nets import NetBuilder, rand_b, rand_w
+from networks import DARKNET
 
 
 def _config(lrn: bool = False):
@@ -189,7 +189,7 @@ def test_block_switched_off_names_the_property(op, module, prop):
         compile_network(qnet, cfg)
 
 
-YOLOV3_TINY = Path("/work/shared/networks/darknet/yolov3-tiny.cfg")
+YOLOV3_TINY = DARKNET / "yolov3-tiny.cfg"
 
 
 @pytest.mark.skipif(not YOLOV3_TINY.exists(), reason="yolov3-tiny.cfg not available")

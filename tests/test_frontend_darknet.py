@@ -1,4 +1,4 @@
-"""The Darknet importer: every cfg in ../shared/networks/darknet, .weights reading, BN folding, errors."""
+"""The Darknet importer: every cfg in tests/data/darknet, .weights reading, BN folding, errors."""
 
 from __future__ import annotations
 
@@ -15,9 +15,7 @@ from dlproc.frontends import load_darknet, load_network
 from dlproc.frontends.darknet import _Builder, _parse_cfg
 from dlproc.ir import Activation, Shape
 from test_frontend_reference import run_ir
-
-# CI checks out ../shared next to the repository, so the Darknet cfgs are always there.
-DARKNET = Path(__file__).resolve().parents[1].parent / "shared" / "networks" / "darknet"
+from networks import DARKNET
 
 
 # Keep only the latest network: big random-weight nets (VGG-16: 0.55 GB) are slow to build, and the

@@ -14,7 +14,6 @@ Verilator build (cached by configuration hash).
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,11 +25,12 @@ from dlproc.workflow import Workflow
 
 from sim_fixture import blocks_config
 from test_compiler_blocks import _onnx_model, _quantize, resnet_block
+from networks import DARKNET
 
 pytestmark = pytest.mark.slow
 
 CFG = blocks_config()
-YOLOV3_TINY = Path("/work/shared/networks/darknet/yolov3-tiny.cfg")
+YOLOV3_TINY = DARKNET / "yolov3-tiny.cfg"
 
 
 def run_on_rtl(qnet, x):

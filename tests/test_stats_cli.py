@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from dlproc.cli import main
+from networks import DARKNET
 
-DARKNET = Path(__file__).resolve().parents[1].parent / "shared" / "networks" / "darknet"
 
 # tiny.cfg totals, derived by hand in test_stats_networks.py.
 TINY_MACS, TINY_PARAMS, TINY_ACTIVATIONS = 491_524_096, 1_039_912, 3_459_440

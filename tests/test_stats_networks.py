@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,8 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from dlproc.frontends import load_network, load_onnx
 from dlproc.stats import network_stats
+from networks import DARKNET
 
-DARKNET = Path(__file__).resolve().parents[1].parent / "shared" / "networks" / "darknet"
 
 
 @functools.lru_cache(maxsize=None)
