@@ -358,13 +358,22 @@ TOP_SPECS: tuple[PropertySpec, ...] = (
     PropertySpec("DDRLatencyCycles", "int", 40, "an integer in [0, 4096]",
                  "dlproc addition: read latency of the DDR model (request to first data), in "
                  "processor clock cycles.", check=_int_range(0, 4096), matlab=False),
+    PropertySpec("MemoryPorts", "int", 1, "1 or 2",
+                 "dlproc addition: external-memory Avalon-MM masters. 1: one read/write master "
+                 "shared by fetch, load and store. 2: a read-only master (fetch and load) and a "
+                 "write-only master (store), each MemoryDataWidth wide and each with its own "
+                 "DDRBytesPerCycle and DDRLatencyCycles.", choices=(1, 2), matlab=False),
 )
+
+#: Properties added after schema version 1 are hashed only when they differ from their default,
+#: so every configuration that predates them keeps its hash (and its hardware, bit for bit).
+_HASHED_UNLESS_DEFAULT: dict[str, Any] = {"MemoryPorts": 1}
 
 #: Read-only top-level properties derived from the board (MATLAB: "taken from the platform").
 DERIVED_TOP = ("SynthesisTool", "SynthesisToolChipFamily", "SynthesisToolDeviceName")
 
 # Where each top-level property is shown in the MATLAB-like display.
-_PROCESSOR_TOP_LEVEL = ("ProcessorDataType", "MemoryDataWidth")
+_PROCESSOR_TOP_LEVEL = ("ProcessorDataType", "MemoryDataWidth", "MemoryPorts")
 _SYSTEM_LEVEL = ("TargetPlatform", "Board", "TargetFrequency", "DDRBytesPerCycle", "DDRLatencyCycles") + DERIVED_TOP
 
 # MATLAB properties that dlproc deliberately does not have, with the reason, so that a user
@@ -601,6 +610,11 @@ class ProcessorConfig:
         return self._top["DDRLatencyCycles"]
 
     @property
+    def memory_ports(self) -> int:
+        """Avalon-MM memory masters (MemoryPorts): 1 shared, or 2 (fetch+load read, store write)."""
+        return self._top["MemoryPorts"]
+
+    @property
     def target_frequency_mhz(self) -> float:
         return self._top["TargetFrequency"]
 
@@ -658,7 +672,10 @@ class ProcessorConfig:
 
     def canonical_json(self) -> str:
         """The canonical form the hash covers: sorted keys, no whitespace, schema version."""
-        payload = {"schema": SCHEMA_VERSION, **self.to_dict()}
+        payload: dict[str, Any] = {"schema": SCHEMA_VERSION, **self.to_dict()}
+        for name, default in _HASHED_UNLESS_DEFAULT.items():
+            if payload[TOP].get(name) == default:
+                del payload[TOP][name]
         return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
     def config_hash(self) -> str:
@@ -849,9 +866,11 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "top": {
             "Board": "arria10-soc",
             "TargetFrequency": 150,
-            # The board flow connects the master to one 128-bit FPGA-to-SDRAM port (F2SDRAM0,
-            # AN 763 port configuration 3): 16 bytes per cycle is what reaches the processor.
+            # Two masters, each on its own 128-bit FPGA-to-SDRAM port (the board flow connects the
+            # read master to F2SDRAM0 and the write master to F2SDRAM2): 16 bytes per cycle per
+            # port, so stores no longer take bandwidth from loads (issue 7, docs/config.md).
             "MemoryDataWidth": 128,
+            "MemoryPorts": 2,
             "DDRBytesPerCycle": 16,
             "DDRLatencyCycles": 40,
         },

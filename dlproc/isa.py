@@ -188,6 +188,9 @@ class HardwareParams:
     fc_lanes: int = 4
     fc_in_depth: int = 128
     fc_out_max: int = 128
+    #: Avalon-MM memory masters (top.MemoryPorts): 1 shared by fetch, load and store; 2 a
+    #: read-only one (fetch, load) and a write-only one (store).
+    mem_ports: int = 1
 
     def __post_init__(self) -> None:
         if self.c < 1:
@@ -212,6 +215,8 @@ class HardwareParams:
                 f"fc_in_depth = {self.fc_in_depth} must be a positive multiple of fc_lanes = {self.fc_lanes}")
         if not 1 <= self.fc_out_max <= 65535:
             raise InstructionError(f"fc_out_max = {self.fc_out_max} is outside 1..65535")
+        if self.mem_ports not in (1, 2):
+            raise InstructionError(f"mem_ports = {self.mem_ports} must be 1 or 2")
         if self.read_credits < 2 * self.max_burst:
             raise InstructionError(
                 f"read_credits ({self.read_credits}) must hold two bursts of {self.max_burst} beats"
@@ -235,6 +240,7 @@ class HardwareParams:
                 prm_depth=shapes["PRM"].depth,
                 out_depth=shapes["OUT"].depth,
                 config_hash64=int(config.hash64),
+                mem_ports=int(getattr(config, "memory_ports", 1)),
                 **block_switches(config),
                 **fc_sizes(config),
             )

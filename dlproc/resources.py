@@ -108,6 +108,12 @@ _CAL: dict[str, float] = {
     "dma_per_bus_bit": 6.0,       # load/store data paths, realignment and padding insertion per bus bit
     "refdesign_cv": 1800.0,       # Platform Designer interconnect, width/clock adapters, PLL, resets
     "refdesign_a10": 2500.0,
+    # A second memory master (MemoryPorts = 2) costs nothing measurable in the processor: Yosys
+    # (synth_intel_alm) puts MemoryArbiter at 177 ALMs / 160 FF with one master and 173 ALMs /
+    # 196 FF with two (arria10soc_int8 sizes). Its cost is Platform Designer's second
+    # Avalon-to-AXI translator and agent for the second SDRAM port: an assumption, not measured
+    # (no Quartus here), of the order of one translator's command and response paths.
+    "refdesign_per_extra_port": 400.0,
 }
 
 
@@ -383,14 +389,18 @@ def estimate_resources(config: Any, device: str | Device | None = None, include_
     width = config.memory_data_width
     control_ram, control_bits = _control_rams(config, dev)
     # No multipliers: the DMA's stride products by the element pitch are shifts and adds.
+    ports = int(getattr(config, "memory_ports", 1))
+    masters = f"{width}-bit bus" if ports == 1 else f"two {width}-bit masters"
     rows.append(ModuleEstimate("control", 0,
                                round(_CAL["control_fixed"] + _CAL["dma_per_bus_bit"] * width),
                                control_ram, control_bits, 0,
-                               f"fetch, load/store DMA ({width}-bit bus), CSR, tokens, profile"))
+                               f"fetch, load/store DMA ({masters}), CSR, tokens, profile"))
     if include_reference_design:
         ref = _CAL["refdesign_cv"] if dev.family == "Cyclone V" else _CAL["refdesign_a10"]
+        ref += _CAL["refdesign_per_extra_port"] * (ports - 1)
         rows.append(ModuleEstimate("reference_design", 0, round(ref), 4, 4 * dev.ram_block_bits, 0,
-                                   "Platform Designer interconnect, bridges, PLL, resets"))
+                                   "Platform Designer interconnect, bridges, PLL, resets"
+                                   + ("" if ports == 1 else " (two SDRAM ports)")))
     # Which int8 products overflow the DSP blocks: DSPs are shared by every multiplier, so the
     # overflow is counted in int8-multiplier equivalents of the blocks missing.
     missing_blocks = max(0, sum(r.dsp for r in rows if r.generated) - dev.dsp_blocks)

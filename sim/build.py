@@ -244,17 +244,31 @@ _CONTRACT_PORTS = (
     ("mem__waitrequest", "input", 1), ("mem__readdata", "input", "data"), ("mem__readdatavalid", "input", 1),
     ("irq", "output", 1),
 )
+#: The second memory port of the wrapper (``MemoryPorts = 2``: the write-only master ``mem1``).
+#: The wrapper always has it, so one harness serves one- and two-port tops.
+_PORT1 = tuple((name.replace("mem__", "mem1__"), d, w) for name, d, w in _CONTRACT_PORTS if name.startswith("mem__"))
+_WRAPPER_PORTS = _CONTRACT_PORTS + _PORT1
+#: Memory signals a read-only (port 0 of a two-port top) or write-only (port 1) master lacks;
+#: the wrapper drives the missing outputs with zero and leaves the missing inputs unconnected.
+_OPTIONAL = frozenset({"mem__write", "mem__writedata", "mem__byteenable"} | {n for n, _d, _w in _PORT1})
 # Inputs that change only in CSR transactions and at reset; the wrapper samples them on in_strobe.
 _STROBED = ("rst", "csr__address", "csr__read", "csr__write", "csr__writedata")
 
 
 def _port_width(module_text: str, name: str, top: str) -> int:
+    width = _find_port_width(module_text, name)
+    if width is None:
+        raise SimBuildError(f"top level {top!r} has no port {name!r}; the native harness needs the dlproc port "
+                            "contract (see docs/simulation.md)")
+    return width
+
+
+def _find_port_width(module_text: str, name: str) -> int | None:
     pattern = (r"\b(?:input|output)\s+(?:(?:wire|reg|logic)\s+)*(?:\[\s*(\d+)\s*:\s*(\d+)\s*\]\s*)?\\?"
                + re.escape(name) + r"(?![\w$])")
     match = re.search(pattern, module_text)
     if match is None:
-        raise SimBuildError(f"top level {top!r} has no port {name!r}; the native harness needs the dlproc port "
-                            "contract (see docs/simulation.md)")
+        return None
     if match.group(1) is None:
         return 1
     return abs(int(match.group(1)) - int(match.group(2))) + 1
@@ -271,6 +285,11 @@ def harness_wrapper(verilog: str, top: str, mem_bytes: int) -> str:
     pulses only when it changes them (reset, CSR accesses), in a separate ``eval()`` before the
     clock edge that samples them, so the design sees exactly the values it saw before: cycle
     counts and outputs do not change. The memory inputs, which change every cycle, stay direct.
+
+    The wrapper always has two full memory ports, ``mem__*`` and ``mem1__*``. A top with the one
+    read/write master connects ``mem__*`` and leaves port 1 quiet; a two-port top (``mem__*``
+    read-only, ``mem1__*`` write-only, ``MemoryPorts = 2``) connects what it has, and the
+    outputs it lacks read zero (no request), so the harness serves both kinds unchanged.
     """
     # The name must be followed by the port list: Yosys names submodules "\\top.sub".
     match = re.search(r"\bmodule\s+\\?" + re.escape(top) + r"\s*[#(;](.*?)\bendmodule\b", verilog, re.S)
@@ -278,37 +297,47 @@ def harness_wrapper(verilog: str, top: str, mem_bytes: int) -> str:
         raise SimBuildError(f"the Verilog has no module {top!r}")
     text = match.group(1)
     widths: dict[str, int] = {}
-    for name, _direction, width in _CONTRACT_PORTS:
+    present: set[str] = set()
+    for name, _direction, width in _WRAPPER_PORTS:
+        found = _find_port_width(text, name)
+        if found is None and name not in _OPTIONAL:
+            _port_width(text, name, top)  # raises, naming the missing port
+        if found is not None:
+            present.add(name)
         if width == "data":
             widths[name] = 8 * mem_bytes
         elif width == "be":
             widths[name] = mem_bytes
+        elif width is None:
+            # A missing port 1 address/burstcount takes port 0's width (it only ever reads zero).
+            widths[name] = found if found is not None else widths[name.replace("mem1__", "mem__")]
         else:
-            widths[name] = _port_width(text, name, top) if width is None else width
+            widths[name] = width
     _port_width(text, "clk", top)
     _port_width(text, "rst", top)
 
     def decl(direction: str, name: str, width: int) -> str:
         return f"  {direction} {'[' + str(width - 1) + ':0] ' if width > 1 else ''}{name};"
 
-    names = ["clk", "in_strobe", "rst"] + [n for n, _d, _w in _CONTRACT_PORTS]
+    names = ["clk", "in_strobe", "rst"] + [n for n, _d, _w in _WRAPPER_PORTS]
     lines = [f"module {WRAPPER_TOP}({', '.join(names)});", decl("input", "clk", 1), decl("input", "in_strobe", 1),
              decl("input", "rst", 1)]
-    lines += [decl(d, n, widths[n]) for n, d, _w in _CONTRACT_PORTS]
+    lines += [decl(d, n, widths[n]) for n, d, _w in _WRAPPER_PORTS]
+    lines += [f"  assign {n} = 0;" for n, d, _w in _WRAPPER_PORTS if d == "output" and n not in present]
     connections = [".clk(clk)"]
     for name in _STROBED:
         width = widths.get(name, 1)
         lines.append(f"  reg {'[' + str(width - 1) + ':0] ' if width > 1 else ''}{name}_q = 0;")
         lines.append(f"  always @(posedge in_strobe) {name}_q <= {name};")
         connections.append(f".{name}({name}_q)")
-    connections += [f".{n}({n})" for n, _d, _w in _CONTRACT_PORTS if n not in _STROBED]
+    connections += [f".{n}({n})" for n, _d, _w in _WRAPPER_PORTS if n not in _STROBED and n in present]
     lines.append(f"  {top} dut({', '.join(connections)});")
     lines.append("endmodule")
     return "\n".join(lines) + "\n"
 
 
 # The contract's outputs as Verilator spells them in C++ ("__" becomes "___05F").
-_OUTPUT_MEMBERS = tuple(n.replace("__", "___05F") for n, d, _w in _CONTRACT_PORTS if d == "output")
+_OUTPUT_MEMBERS = tuple(n.replace("__", "___05F") for n, d, _w in _WRAPPER_PORTS if d == "output")
 _ICO_FUNCTION = re.compile(r"^void Vtop___024root___ico_\w+\(Vtop___024root\* vlSelf\) \{\n(.*?)^\}", re.M | re.S)
 _OUTPUT_ASSIGN = re.compile(r"\bvlSelfRef\.(?:" + "|".join(_OUTPUT_MEMBERS) + r")\b(?:\[[^\]]*\])?\s*=(?!=)")
 

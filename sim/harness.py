@@ -32,7 +32,7 @@ from dlproc.sim.build import BuildResult, build_native
 __all__ = ["NativeSim", "SimTimeout", "DdrStats", "ProgramResult", "ABI_VERSION", "RUN_IRQ", "RUN_TIMEOUT",
            "RUN_DDR_ERROR"]
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 RUN_IRQ, RUN_TIMEOUT, RUN_DDR_ERROR, RUN_DONE = 0, 1, 2, 3
 _STATUS_NAMES = {RUN_IRQ: "irq", RUN_TIMEOUT: "timeout", RUN_DDR_ERROR: "ddr_error", RUN_DONE: "done"}
 DEFAULT_DDR_SIZE = 64 << 20
@@ -45,7 +45,12 @@ class SimTimeout(SimulationError):
 
 @dataclass(frozen=True)
 class DdrStats:
-    """Traffic counted by the DDR model since creation or :meth:`NativeSim.clear_ddr_stats`."""
+    """Traffic counted by the DDR model since creation or :meth:`NativeSim.clear_ddr_stats`.
+
+    The harness has one DDR model per memory port (port 0 ``mem``, port 1 ``mem1``, used by a
+    ``MemoryPorts = 2`` processor for its writes); :meth:`NativeSim.ddr_stats` sums the ports
+    unless asked for one. Summed, ``wait_cycles`` counts a cycle once per port that waited.
+    """
 
     read_cmds: int
     write_cmds: int
@@ -65,7 +70,8 @@ class ProgramResult:
     hw_cycles: int         # the processor's own CYCLES counter (START to DONE/ERROR)
     status: int            # STATUS register
     error_code: int        # STATUS.ERROR_CODE (0 = none)
-    ddr: DdrStats
+    ddr: DdrStats          # both memory ports together
+    ddr_ports: tuple[DdrStats, ...] = ()  # per port (port 0, port 1)
 
     @property
     def ok(self) -> bool:
@@ -101,7 +107,8 @@ def _load(path: Path) -> ctypes.CDLL:
             "dl_cycles": (_U64, [ctypes.c_void_p]),
             "dl_run": (ctypes.c_int32, [ctypes.c_void_p, _U64, ctypes.POINTER(_U64)]),
             "dl_step": (ctypes.c_int32, [ctypes.c_void_p, _U64, ctypes.POINTER(_U64)]),
-            "dl_ddr_stats": (None, [ctypes.c_void_p, ctypes.POINTER(_U64)]),
+            "dl_ddr_ports": (ctypes.c_uint32, []),
+            "dl_ddr_stats": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(_U64)]),
             "dl_ddr_clear_stats": (None, [ctypes.c_void_p]),
             "dl_ddr_error": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32]),
             "dl_ddr_outstanding": (_U64, [ctypes.c_void_p]),
@@ -173,7 +180,7 @@ class NativeSim:
     """A Verilated processor with a DDR model; see the module docstring.
 
     ``config`` is a :class:`dlproc.config.ProcessorConfig`; the bus width, DDR bytes per cycle and
-    read latency come from it (``ddr_bytes_per_cycle``/``ddr_latency_cycles`` override them without
+    read latency (of each memory port, see :class:`DdrStats`) come from it (``ddr_bytes_per_cycle``/``ddr_latency_cycles`` override them without
     a rebuild). ``fst`` (or ``vcd``) names a waveform file to write (a separate,
     slower build). ``ddr_base``/``ddr_size`` place the modelled memory in the byte address space;
     an access outside it stops :meth:`run` with a :class:`SimulationError`.
@@ -340,9 +347,17 @@ class NativeSim:
             self._raise_ddr_error()
 
     # ---- DDR statistics -----------------------------------------------------------------------------
-    def ddr_stats(self) -> DdrStats:
+    @property
+    def ddr_ports(self) -> int:
+        """DDR models (memory ports) the harness has; a one-port top leaves port 1 quiet."""
+        return int(self._lib.dl_ddr_ports())
+
+    def ddr_stats(self, port: int | None = None) -> DdrStats:
+        """Traffic of memory port ``port`` (0 or 1), or of both together (``None``)."""
+        if port is not None and not 0 <= port < self.ddr_ports:
+            raise ValueError(f"port must be None or 0..{self.ddr_ports - 1}, not {port!r}")
         arr = (_U64 * 8)()
-        self._lib.dl_ddr_stats(self._h(), arr)
+        self._lib.dl_ddr_stats(self._h(), -1 if port is None else int(port), arr)
         return DdrStats(*(int(v) for v in arr))
 
     def clear_ddr_stats(self) -> None:
@@ -386,7 +401,8 @@ class NativeSim:
         lo = self.csr_read(regmap.offset("CYCLES_LO"))
         hi = self.csr_read(regmap.offset("CYCLES_HI"))
         return ProgramResult(cycles=cycles, hw_cycles=(hi << 32) | lo, status=status,
-                             error_code=(status & code_field.mask) >> code_field.lsb, ddr=self.ddr_stats())
+                             error_code=(status & code_field.mask) >> code_field.lsb, ddr=self.ddr_stats(),
+                             ddr_ports=tuple(self.ddr_stats(p) for p in range(self.ddr_ports)))
 
     def run_layer_program(self, prog: Any, *, max_cycles: int = 10_000_000) -> tuple[Any, ProgramResult]:
         """Run a :class:`dlproc.layerprog.LayerProgram`; return (decoded output, result)."""

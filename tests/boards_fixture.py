@@ -18,19 +18,13 @@ import pytest
 STUBS = Path(__file__).with_name("boards_tcl_stubs.tcl")
 
 
-def contract_verilog(data_width: int, csr_address_bits: int = 6, burstcount_bits: int = 5) -> str:
+def contract_verilog(data_width: int, csr_address_bits: int = 6, burstcount_bits: int = 5,
+                     memory_ports: int = 1) -> str:
     w = data_width
-    return f"""module dlproc_top(clk, rst, csr__address, csr__read, csr__write, csr__writedata, csr__readdata,
-  mem__address, mem__burstcount, mem__read, mem__write, mem__writedata, mem__byteenable,
-  mem__waitrequest, mem__readdata, mem__readdatavalid, irq);
-  input clk;
-  input rst;
-  input [{csr_address_bits - 1}:0] csr__address;
-  input csr__read;
-  input csr__write;
-  input [31:0] csr__writedata;
-  output [31:0] csr__readdata;
-  output [31:0] mem__address;
+    if memory_ports == 1:
+        mem_names = ("mem__address, mem__burstcount, mem__read, mem__write, mem__writedata, mem__byteenable,\n"
+                     "  mem__waitrequest, mem__readdata, mem__readdatavalid")
+        mem_decls = f"""  output [31:0] mem__address;
   output [{burstcount_bits - 1}:0] mem__burstcount;
   output mem__read;
   output mem__write;
@@ -39,7 +33,34 @@ def contract_verilog(data_width: int, csr_address_bits: int = 6, burstcount_bits
   input mem__waitrequest;
   input [{w - 1}:0] mem__readdata;
   input mem__readdatavalid;
-  output irq;
+"""
+    else:  # MemoryPorts = 2: read-only mem, write-only mem1
+        mem_names = ("mem__address, mem__burstcount, mem__read, mem__waitrequest, mem__readdata, mem__readdatavalid,\n"
+                     "  mem1__address, mem1__burstcount, mem1__write, mem1__writedata, mem1__byteenable, "
+                     "mem1__waitrequest")
+        mem_decls = f"""  output [31:0] mem__address;
+  output [{burstcount_bits - 1}:0] mem__burstcount;
+  output mem__read;
+  input mem__waitrequest;
+  input [{w - 1}:0] mem__readdata;
+  input mem__readdatavalid;
+  output [31:0] mem1__address;
+  output [{burstcount_bits - 1}:0] mem1__burstcount;
+  output mem1__write;
+  output [{w - 1}:0] mem1__writedata;
+  output [{w // 8 - 1}:0] mem1__byteenable;
+  input mem1__waitrequest;
+"""
+    return f"""module dlproc_top(clk, rst, csr__address, csr__read, csr__write, csr__writedata, csr__readdata,
+  {mem_names}, irq);
+  input clk;
+  input rst;
+  input [{csr_address_bits - 1}:0] csr__address;
+  input csr__read;
+  input csr__write;
+  input [31:0] csr__writedata;
+  output [31:0] csr__readdata;
+{mem_decls}  output irq;
 endmodule
 """
 
@@ -49,7 +70,7 @@ def processor_verilog(config) -> tuple[str, bool]:
     try:
         from dlproc.gateware import generate_verilog
     except ImportError:
-        return contract_verilog(config.memory_data_width), False
+        return contract_verilog(config.memory_data_width, memory_ports=config.memory_ports), False
     return generate_verilog(config), True
 
 

@@ -77,21 +77,28 @@ def test_component_interfaces_match_the_verilog_ports(project) -> None:
         if "__" in name:
             assert interface == name.split("__")[0] and role == name.split("__")[1]
     interfaces = {c[0]: (c[1], c[2]) for c in calls_of(calls, "add_interface")}
+    two = project["cfg"].memory_ports == 2  # arria10soc_int8: read-only mem, write-only mem1
     assert interfaces == {"clock": ("clock", "end"), "reset": ("reset", "end"), "csr": ("avalon", "end"),
-                          "mem": ("avalon", "start"), "irq": ("interrupt", "end")}
+                          "mem": ("avalon", "start"), "irq": ("interrupt", "end"),
+                          **({"mem1": ("avalon", "start")} if two else {})}
     assert declared["clk"][:3] == ["clock", "clk", "clk"] and declared["rst"][:3] == ["reset", "rst", "reset"]
     assert declared["irq"][:3] == ["irq", "irq", "irq"]
     props = {(c[0], c[1]): c[2] for c in calls_of(calls, "set_interface_property")}
     assert props[("csr", "addressUnits")] == "WORDS" and props[("csr", "readLatency")] == "1"
     assert props[("mem", "addressUnits")] == "SYMBOLS"
+    if two:
+        assert props[("mem1", "addressUnits")] == "SYMBOLS"
+        assert {n for n in declared if n.startswith("mem__")} == {
+            "mem__address", "mem__burstcount", "mem__read", "mem__waitrequest", "mem__readdata", "mem__readdatavalid"}
     assert props[("irq", "associatedAddressablePoint")] == "csr"
     assert ["NAME", "dlproc"] in calls_of(calls, "set_module_property")
     (fileset_file,) = calls_of(calls, "add_fileset_file")
     assert fileset_file[:3] == ["dlproc_top.v", "VERILOG", "PATH"]
     assert (project["out"] / "ip/dlproc" / fileset_file[3]).read_text() == project["verilog"]
     assert ["QUARTUS_SYNTH", "TOP_LEVEL", "dlproc_top"] in calls_of(calls, "set_fileset_property")
-    checked = processor_ports(project["verilog"], project["cfg"].memory_data_width)
-    assert int(declared["mem__writedata"][4]) == project["cfg"].memory_data_width == checked.mem_data_width
+    checked = processor_ports(project["verilog"], project["cfg"].memory_data_width, project["cfg"].memory_ports)
+    wdata = "mem1__writedata" if two else "mem__writedata"
+    assert int(declared[wdata][4]) == project["cfg"].memory_data_width == checked.mem_data_width
 
 
 # ---- the Platform Designer system ---------------------------------------------------------------------
@@ -131,10 +138,16 @@ def test_system_tcl_hps_bridges_clock_and_interrupt(project) -> None:
     else:
         assert instances[hps] == "altera_arria10_hps" and instances["emif_a10_hps_0"] == "altera_emif_a10_hps"
         assert params[(hps, "F2SDRAM0_ENABLED")] == "1" and params[(hps, "LWH2F_Enable")] == "1"
-        # AN 763 port configuration 3 (F2SDRAM0 128 bits): the master's width, no adapter.
+        # AN 763 port configuration 3 (F2SDRAM0 and F2SDRAM2 128 bits): the masters' width, no adapter.
         assert params[(hps, "F2SDRAM_PORT_CONFIG")] == "6"
         assert project["cfg"].memory_data_width == 128 and project["cfg"].ddr_bytes_per_cycle == 16
         assert (f"{project['pll']}.outclk0", f"{hps}.f2sdram0_clock") in connections
+        # The preset's second (write-only) master on F2SDRAM2, clocked and reset like F2SDRAM0.
+        assert project["cfg"].memory_ports == 2 and params[(hps, "F2SDRAM2_ENABLED")] == "1"
+        assert (f"{dl}.mem1", f"{hps}.f2sdram2_data") in connections
+        assert (f"{project['pll']}.outclk0", f"{hps}.f2sdram2_clock") in connections
+        assert ("clk_0.clk_reset", f"{hps}.f2sdram2_reset") in connections
+        assert int(conn_params[(f"{dl}.mem1/{hps}.f2sdram2_data", "baseAddress")], 16) == 0
         assert params[(hps, "EMIF_CONDUIT_Enable")] == "1"
         assert params[("emif_a10_hps_0", "PROTOCOL_ENUM")] == "PROTOCOL_DDR4"
         assert params[("emif_a10_hps_0", "MEM_DDR4_DQ_WIDTH")] == "32"
@@ -328,6 +341,7 @@ def test_linux_device_tree_and_board_info(project) -> None:
     assert int(info["dma_base"], 16) == 0x30000000 and int(info["dma_size"], 16) == 256 << 20
     assert info["config_hash"] == project["cfg"].config_hash()
     assert info["memory_data_width"] == project["cfg"].memory_data_width
+    assert info["memory_ports"] == project["cfg"].memory_ports
     assert ProcessorConfig.load(out / "dlproc_config.toml") == project["cfg"]
 
 
@@ -364,3 +378,13 @@ def test_contract_violations_are_refused() -> None:
     cfg.set_property("MemoryDataWidth", 512)
     with pytest.raises(ConfigError, match="MemoryDataWidth = 512 cannot be connected"):
         get_recipe("de10-nano").generate(cfg, contract_verilog(512), Path("/nonexistent/never-written"))
+    # Two memory masters: the contract of each, and the DE10-Nano recipe refuses them.
+    two = contract_verilog(128, memory_ports=2)
+    assert processor_ports(two, 128, 2).memory_interfaces == ("mem", "mem1")
+    with pytest.raises(ConfigError, match="has 2 memory master.* but MemoryPorts is 1"):
+        processor_ports(two, 128, 1)
+    with pytest.raises(ConfigError, match="missing port mem1__waitrequest"):
+        processor_ports(two.replace("  input mem1__waitrequest;\n", "").replace(", mem1__waitrequest", ""))
+    cfg = small_config("de10nano_int8", MemoryPorts=2)
+    with pytest.raises(ConfigError, match="MemoryPorts = 2 is not supported on the DE10-Nano"):
+        get_recipe("de10-nano").generate(cfg, two, Path("/nonexistent/never-written"))

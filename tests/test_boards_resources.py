@@ -109,7 +109,7 @@ def test_cli_needs_a_board(capsys) -> None:
 def test_override_resource_check_continues(tmp_path, monkeypatch) -> None:
     # The flow after the check (generation, report) with the override; the processor Verilog is
     # the contract's port list here because a 1024-MAC processor takes minutes to convert.
-    monkeypatch.setattr("dlproc.build._generate_verilog", lambda cfg: contract_verilog(cfg.memory_data_width))
+    monkeypatch.setattr("dlproc.build._generate_verilog", lambda cfg: contract_verilog(cfg.memory_data_width, memory_ports=cfg.memory_ports))
     lines: list[str] = []
     result = build_processor(too_big(), "de10-nano", tmp_path, override_resource_check=True,
                              run_quartus=False, synthesize=False, log=lines.append)
@@ -226,7 +226,7 @@ def test_parse_quartus_reports() -> None:
 def test_cli_default_output_folder_is_named_after_the_preset(tmp_path, monkeypatch, capsys) -> None:
     # Flow logic only: the processor Verilog is the contract's port list (conversion is tested
     # in test_boards_project.py and test_boards_synth.py).
-    monkeypatch.setattr("dlproc.build._generate_verilog", lambda cfg: contract_verilog(cfg.memory_data_width))
+    monkeypatch.setattr("dlproc.build._generate_verilog", lambda cfg: contract_verilog(cfg.memory_data_width, memory_ports=cfg.memory_ports))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("QUARTUS_ROOTDIR", raising=False)
     assert main(["build", "--preset", "arria10soc_int8", "--no-synth", "--no-quartus"]) == 0

@@ -47,6 +47,7 @@ ALTERNATIVES = [
     ("top", "TargetFrequency", 200.5),
     ("top", "DDRBytesPerCycle", 15),
     ("top", "DDRLatencyCycles", 41),
+    ("top", "MemoryPorts", 2),
 ]
 
 

@@ -42,6 +42,7 @@ EXPECTED_DEFAULTS = {
         "TargetFrequency": 200.0,
         "DDRBytesPerCycle": 16,
         "DDRLatencyCycles": 40,
+        "MemoryPorts": 1,
     },
 }
 

@@ -41,3 +41,13 @@ def test_dma_bench(cfg, tmp_path, seed):
                         bench_env(cfg, seed), expect_tests=3, timeout_s=900)
     assert result.failed == 0 and len(result.passed_names) == 3
     assert result.sim_time_ns > 0
+
+
+def test_dma_bench_two_memory_ports(cfg, tmp_path):
+    """The same benches on a MemoryPorts = 2 processor: a randomized, protocol-checking model on
+    each master (reads on mem__, writes on mem1__, one memory); one seed, one more build."""
+    two = cfg.copy()
+    two.set_property("MemoryPorts", 2)
+    result = run_cocotb(processor_verilog(two), "dlproc_top", "dlproc.sim.cocotb.test_dma", tmp_path,
+                        bench_env(two, 3), expect_tests=3, timeout_s=900)
+    assert result.failed == 0 and len(result.passed_names) == 3

@@ -2,10 +2,12 @@
 
 System (Platform Designer, ``soc_system.tcl``, Quartus Prime Pro)::
 
-    fpga_clk_100 -> clk_0 -> iopll_0 (TargetFrequency) -> dlproc.clock, f2sdram0 clock, h2f_lw_axi clock
+    fpga_clk_100 -> clk_0 -> iopll_0 (TargetFrequency) -> dlproc.clock, f2sdram0 (and f2sdram2) clock,
+                                                             h2f_lw_axi clock
     fpga_reset_n and the HPS's h2f_reset -> dlproc.reset
     arria10_hps_0.h2f_lw_axi_master --(base + 0x0)--> dlproc.csr
     dlproc.mem --> arria10_hps_0.f2sdram0_data (AXI; Platform Designer adapts the Avalon-MM master)
+    dlproc.mem1 --> arria10_hps_0.f2sdram2_data (MemoryPorts = 2 only: the write-only master)
     dlproc.irq --> arria10_hps_0.f2h_irq0 line 0                     (GIC SPI 19)
     emif_a10_hps_0 (DDR4, 32-bit, 1066.667 MHz, 133.333 MHz reference) <-> arria10_hps_0.emif
 
@@ -16,10 +18,15 @@ Where Arria 10 differs from the DE10-Nano flow:
   design, see :mod:`.platform`).
 * The FPGA-to-SDRAM ports are AXI-4, at most 128 bits wide (F2SDRAM0/2; AN 763). The HPS is
   set to AN 763's port configuration 3 (F2SDRAM0 and F2SDRAM2 128 bits, F2SDRAM1 unavailable;
-  ``F2SDRAM_PORT_CONFIG`` = 6) and the processor's master is connected to F2SDRAM0, so the
-  arria10soc_int8 preset has a 128-bit master and DDRBytesPerCycle = 16, exactly what the port
-  carries. A wider master (a custom configuration) would be width-adapted by Platform Designer
-  onto the 128-bit port, which caps it at 16 bytes per processor cycle: ``dlproc build`` says so.
+  ``F2SDRAM_PORT_CONFIG`` = 6). With one memory master it is connected to F2SDRAM0; with two
+  (``MemoryPorts = 2``, the arria10soc_int8 preset) the read-only master (fetch, load) goes to
+  F2SDRAM0 and the write-only master (store) to F2SDRAM2, each 128 bits with
+  DDRBytesPerCycle = 16, exactly what a port carries. (Analog Devices' public a10soc carrier
+  script enables the same pair: ``F2SDRAM_PORT_CONFIG`` 6, ``F2SDRAM0_ENABLED`` and
+  ``F2SDRAM2_ENABLED`` 1, an Avalon-MM master on each of ``f2sdram0_data`` and
+  ``f2sdram2_data``.) A wider master (a custom configuration) would be width-adapted by Platform
+  Designer onto the 128-bit port, which caps it at 16 bytes per processor cycle: ``dlproc build``
+  says so.
 * Quartus Prime Pro: ``qsys-generate --quartus-project``, ``quartus_syn`` instead of
   ``quartus_map``, and ``quartus_cpf --hps`` splits the bitstream into the ``.periph.rbf`` (I/O,
   loaded by U-Boot's SPL with early I/O release) and the ``.core.rbf`` (fabric).
@@ -48,7 +55,8 @@ F2SDRAM_PORT_CONFIGS: dict[int, tuple[int | None, int | None, int | None]] = {
     3: (128, None, 128),
     4: (128, 32, 64),
 }
-#: The configuration used: F2SDRAM0 at its full 128 bits (F2SDRAM2 could take a second master).
+#: The configuration used: F2SDRAM0 and F2SDRAM2 at their full 128 bits (F2SDRAM2 takes the
+#: write-only master of a MemoryPorts = 2 processor).
 F2SDRAM_PORT_CONFIGURATION = 3
 
 
@@ -180,9 +188,11 @@ class Arria10SoCRecipe(BoardRecipe):
         width = ports.mem_data_width
         if width > F2SDRAM_MAX_WIDTH:
             port_bytes = F2SDRAM_MAX_WIDTH // 8
-            note = (f"Arria 10: the processor's {width}-bit memory master is width-adapted onto the "
-                    f"{F2SDRAM_MAX_WIDTH}-bit F2SDRAM0 port, which carries at most {port_bytes} bytes per "
-                    f"processor cycle")
+            which = "F2SDRAM0 port" if ports.memory_ports == 1 else "F2SDRAM0 and F2SDRAM2 ports"
+            masters = "master is" if ports.memory_ports == 1 else "masters are"
+            note = (f"Arria 10: the processor's {width}-bit memory {masters} width-adapted onto the "
+                    f"{F2SDRAM_MAX_WIDTH}-bit {which}, which {'carries' if ports.memory_ports == 1 else 'carry'} "
+                    f"at most {port_bytes} bytes per processor cycle{'' if ports.memory_ports == 1 else ' each'}")
             if config.ddr_bytes_per_cycle > port_bytes:
                 note += (f"; DDRBytesPerCycle = {config.ddr_bytes_per_cycle} in the configuration "
                          f"overstates it (use {port_bytes}, or MemoryDataWidth = {F2SDRAM_MAX_WIDTH}, "
@@ -252,7 +262,9 @@ class Arria10SoCRecipe(BoardRecipe):
             "# SD card, UART1, USB0, EMAC0, I2C1 on the HPS I/O.",
             f"add_instance {hps} altera_arria10_hps",
         ]
-        for key, value in _HPS_PARAMETERS.items():
+        two = ports.memory_ports == 2
+        hps_parameters = {**_HPS_PARAMETERS, "F2SDRAM2_ENABLED": "1" if two else "0"}
+        for key, value in hps_parameters.items():
             lines.append(f"set_instance_parameter_value {hps} {key} {tcl_quote(value)}")
         lines += [
             "add_interface hps_io conduit end",
@@ -278,15 +290,26 @@ class Arria10SoCRecipe(BoardRecipe):
             f"add_connection iopll_0.outclk0 {dl}.clock",
             f"add_connection iopll_0.outclk0 {hps}.h2f_lw_axi_clock",
             f"add_connection iopll_0.outclk0 {hps}.f2sdram0_clock",
+            *([f"add_connection iopll_0.outclk0 {hps}.f2sdram2_clock"] if two else []),
             f"add_connection clk_0.clk_reset {dl}.reset",
             f"add_connection {hps}.h2f_reset {dl}.reset",
             f"add_connection clk_0.clk_reset {hps}.h2f_lw_axi_reset",
             f"add_connection clk_0.clk_reset {hps}.f2sdram0_reset",
+            *([f"add_connection clk_0.clk_reset {hps}.f2sdram2_reset"] if two else []),
             "",
             f"add_connection {hps}.h2f_lw_axi_master {dl}.csr",
             f"set_connection_parameter_value {hps}.h2f_lw_axi_master/{dl}.csr baseAddress 0x{self.csr_offset:08x}",
             f"add_connection {dl}.mem {hps}.f2sdram0_data",
             f"set_connection_parameter_value {dl}.mem/{hps}.f2sdram0_data baseAddress 0x00000000",
+        ]
+        if two:
+            # The write-only master on the second 128-bit port (AXI; Platform Designer adapts the
+            # Avalon-MM master and leaves the port's read channels idle).
+            lines += [
+                f"add_connection {dl}.mem1 {hps}.f2sdram2_data",
+                f"set_connection_parameter_value {dl}.mem1/{hps}.f2sdram2_data baseAddress 0x00000000",
+            ]
+        lines += [
             f"add_connection {hps}.f2h_irq0 {dl}.irq",
             f"set_connection_parameter_value {hps}.f2h_irq0/{dl}.irq irqNumber {self.irq_number}",
             "",

@@ -3,7 +3,9 @@
 The Platform Designer component and the tests take the port names and widths from the generated
 Verilog itself rather than from a second description, so the component can never disagree with
 the RTL. :func:`processor_ports` also checks the contract of the team (clk, rst, the ``csr__*``
-Avalon-MM slave, the ``mem__*`` burst master, irq) and says what is missing or wrong.
+Avalon-MM slave, the ``mem__*`` burst master, irq) and says what is missing or wrong. A processor
+with ``MemoryPorts = 2`` has a read-only ``mem__*`` master (fetch, load) and a write-only
+``mem1__*`` master (store) instead of the one read/write ``mem__*``.
 """
 
 from __future__ import annotations
@@ -86,8 +88,18 @@ class ProcessorPorts:
         return 4 << self.csr_address_bits
 
     @property
+    def memory_ports(self) -> int:
+        """1 (one read/write master ``mem``) or 2 (read-only ``mem``, write-only ``mem1``)."""
+        return 2 if any(p.name.startswith("mem1__") for p in self.ports) else 1
+
+    @property
+    def memory_interfaces(self) -> tuple[str, ...]:
+        """The Avalon-MM master interfaces: ``("mem",)`` or ``("mem", "mem1")``."""
+        return ("mem",) if self.memory_ports == 1 else ("mem", "mem1")
+
+    @property
     def mem_data_width(self) -> int:
-        return self.port("mem__writedata").width
+        return self.port("mem__readdata").width
 
     @property
     def burstcount_bits(self) -> int:
@@ -107,15 +119,25 @@ _CONTRACT = {
     "mem__write": ("output", 1), "mem__writedata": ("output", None), "mem__byteenable": ("output", None),
     "mem__waitrequest": ("input", 1), "mem__readdata": ("input", None), "mem__readdatavalid": ("input", 1),
 }
+#: The same with two memory masters (MemoryPorts = 2): ``mem`` reads only, ``mem1`` writes only.
+_CONTRACT_TWO_PORTS = {
+    **{k: v for k, v in _CONTRACT.items() if k not in ("mem__write", "mem__writedata", "mem__byteenable")},
+    "mem1__address": ("output", 32), "mem1__burstcount": ("output", None), "mem1__write": ("output", 1),
+    "mem1__writedata": ("output", None), "mem1__byteenable": ("output", None), "mem1__waitrequest": ("input", 1),
+}
 
 
-def processor_ports(verilog: str, data_width: int | None = None) -> ProcessorPorts:
+def processor_ports(verilog: str, data_width: int | None = None, memory_ports: int | None = None) -> ProcessorPorts:
     """Parse ``dlproc_top`` and check it against the team contract (and ``data_width``, the
-    configuration's MemoryDataWidth, when given)."""
+    configuration's MemoryDataWidth, and ``memory_ports``, its MemoryPorts, when given)."""
     ports = parse_module_ports(verilog, TOP_MODULE)
     by_name = {p.name: p for p in ports}
+    two = any(p.name.startswith("mem1__") for p in ports)
+    contract = _CONTRACT_TWO_PORTS if two else _CONTRACT
+    wdata = "mem1__writedata" if two else "mem__writedata"
+    wbe = "mem1__byteenable" if two else "mem__byteenable"
     problems = []
-    for name, (direction, width) in _CONTRACT.items():
+    for name, (direction, width) in contract.items():
         port = by_name.get(name)
         if port is None:
             problems.append(f"missing port {name}")
@@ -124,14 +146,18 @@ def processor_ports(verilog: str, data_width: int | None = None) -> ProcessorPor
         elif width is not None and port.width != width:
             problems.append(f"{name} is {port.width} bits, the contract says {width}")
     if not problems:
-        w = by_name["mem__writedata"].width
+        w = by_name[wdata].width
         if data_width is not None and w != data_width:
-            problems.append(f"mem__writedata is {w} bits but MemoryDataWidth is {data_width}")
+            problems.append(f"{wdata} is {w} bits but MemoryDataWidth is {data_width}")
         if by_name["mem__readdata"].width != w:
-            problems.append("mem__readdata and mem__writedata differ in width")
-        if by_name["mem__byteenable"].width * 8 != w:
-            problems.append(f"mem__byteenable is {by_name['mem__byteenable'].width} bits, expected {w // 8}")
-    extra = [p.name for p in ports if p.name not in _CONTRACT]
+            problems.append(f"mem__readdata and {wdata} differ in width")
+        if by_name[wbe].width * 8 != w:
+            problems.append(f"{wbe} is {by_name[wbe].width} bits, expected {w // 8}")
+        if two and by_name["mem1__burstcount"].width != by_name["mem__burstcount"].width:
+            problems.append("mem__burstcount and mem1__burstcount differ in width")
+    if memory_ports is not None and memory_ports != (2 if two else 1):
+        problems.append(f"the Verilog has {2 if two else 1} memory master(s) but MemoryPorts is {memory_ports}")
+    extra = [p.name for p in ports if p.name not in contract]
     if extra:
         problems.append(f"ports outside the contract: {', '.join(extra)}")
     if problems:

@@ -211,10 +211,22 @@ class DE10NanoRecipe(BoardRecipe):
     board_clock_hz = 50_000_000
 
     def check(self, config: Any, ports: ProcessorPorts) -> list[str]:
+        from ...errors import ConfigError
+
+        if ports.memory_ports != 1:
+            # The Cyclone V HPS could take a read-only and a write-only 128-bit Avalon-MM port
+            # (two read and two write data ports of its FPGA-to-SDRAM interface), but the
+            # DE10-Nano's DDR3 (32 bits at 400 MHz, 3.2 GB/s peak) cannot feed two ports of
+            # DDRBytesPerCycle each: the second port would buy no real bandwidth, only a DDR
+            # model that overstates it. So the recipe connects exactly one master.
+            raise ConfigError(
+                f"top.MemoryPorts = {ports.memory_ports} is not supported on the DE10-Nano: its recipe connects one "
+                "memory master to one FPGA-to-SDRAM port (the board's 32-bit DDR3 at 400 MHz, 3.2 GB/s peak, "
+                "cannot serve two ports of 16 bytes per cycle at 150 MHz); use MemoryPorts = 1 "
+                "(the de10nano_int8 preset)"
+            )
         width = ports.mem_data_width
         if width not in F2SDRAM_WIDTHS:
-            from ...errors import ConfigError
-
             raise ConfigError(
                 f"top.MemoryDataWidth = {width} cannot be connected to the DE10-Nano's FPGA-to-SDRAM "
                 f"port: a Cyclone V Avalon-MM F2SDRAM port is {', '.join(map(str, F2SDRAM_WIDTHS))} bits wide"

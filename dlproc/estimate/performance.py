@@ -154,6 +154,9 @@ class TimingParams:
     #: outstanding cycles (calibrated on the RTL at 40 and 80 cycles of DDR latency)
     store_bubble_bursts: int = 3
     fc_lanes: int = 4  #: the FC engine's lanes F (one weight slice of F bytes per cycle)
+    #: memory masters (MemoryPorts): 1 shared by all clients; 2 a read port (fetch, load) and a
+    #: write port (store), each with its own ``ddr_rate``/``ddr_latency`` (see :class:`_Bus`)
+    mem_ports: int = 1
 
     @classmethod
     def from_config(cls, config: Any, *, ddr_queue: int = 8) -> "TimingParams":
@@ -180,7 +183,7 @@ class TimingParams:
             ddr_latency=max(1, int(config.ddr_latency_cycles)), ddr_queue=ddr_queue, max_burst=hw.max_burst,
             read_credits=hw.read_credits, fetch_credits=2 * hw.max_burst, queue_depth=hw.queue_depth,
             outstanding=min(arb_outstanding, ddr_queue), acc_stages=acc_stages, ostage_latency=ostage,
-            acc_depth=int(default_acc_depth(hw)), fc_lanes=hw.fc_lanes,
+            acc_depth=int(default_acc_depth(hw)), fc_lanes=hw.fc_lanes, mem_ports=hw.mem_ports,
             elem_beats={b: hw.elem_beats(b) for b in ("INP", "WGT", "PRM", "OUT")},
         )
 
@@ -270,14 +273,17 @@ class _Bus:
     Each client (fetch, load, store) executes one transfer at a time, so its reservations form a
     time-ordered list of segments ``[t0, t1)`` at some rate (beats per cycle). A new transfer of
     one client is served at the rate its own mechanics allow, reduced by what the other clients
-    have reserved at the same time, so the total never exceeds the DDR rate (the DDR serves read
-    data before write beats; a reserved share of the bus, ``floor``, made the estimates of
-    DDR-starved configurations too optimistic on the RTL, so it is zero).
+    *on the same memory port* have reserved at the same time, so the total of a port never
+    exceeds the DDR rate (the DDR serves read data before write beats; a reserved share of the
+    bus, ``floor``, made the estimates of DDR-starved configurations too optimistic on the RTL,
+    so it is zero). With one port all three clients share it; with two (``MemoryPorts = 2``)
+    fetch and load share port 0 and store has port 1 to itself, at the full rate.
     """
 
-    def __init__(self, rate: float):
+    def __init__(self, rate: float, ports: int = 1):
         self.rate = rate
         self.floor = 0.0
+        self.port = {"fetch": 0, "load": 0, "store": 0 if ports == 1 else 1}
         self.segs: dict[str, tuple[list[float], list[float], list[float]]] = {
             u: ([], [], []) for u in ("fetch", "load", "store")
         }
@@ -285,7 +291,7 @@ class _Bus:
     def _others(self, client: str, t: float) -> list[tuple[float, float, float]]:
         out = []
         for u, (t0s, t1s, rates) in self.segs.items():
-            if u == client or not t1s:
+            if u == client or not t1s or self.port[u] != self.port[client]:
                 continue
             i = bisect.bisect_right(t1s, t)
             for k in range(i, len(t1s)):
@@ -435,7 +441,7 @@ class _Machine:
         self.insns = list(insns)
         self.tp = tp
         self.n = len(self.insns)
-        self.bus = _Bus(tp.ddr_rate)
+        self.bus = _Bus(tp.ddr_rate, tp.mem_ports)
         self.tok = _Tokens(tp.token_latency)
         n = self.n
         self.unit = [isa.UNIT_OF_OPCODE.get(i.OPCODE, "compute") for i in self.insns]
@@ -611,7 +617,8 @@ class _Machine:
         # Write bursts already planned while the read commands are being issued hold the arbiter
         # (the arbiter alternates load and store commands, and a write burst is finished before the
         # next command), so they push the read commands, and the data after them, back.
-        if i not in self.bubbles:  # a bubble already holds the interleaving STORE's beats
+        # (With two memory ports the write bursts have a master of their own.)
+        if i not in self.bubbles and tp.mem_ports == 1:  # a bubble already holds the STORE's beats
             data_start += self.bus.busy_beats("store", t_req, data_start) / tp.ddr_rate
         data_end = self.bus.serve("load", data_start, beats, cap)
         self.load_phase.append((data_start, data_end, i, beats))
@@ -772,7 +779,9 @@ def simulate_program(config: Any, program: bytes | Iterable[isa.Instruction], *,
     tp = timing or TimingParams.from_config(config)
     first = _Machine(insns, tp, insn_base)
     first.run()
-    bubbles, stores = _load_bubbles(first, tp)
+    # The drain-and-refill bubbles come from write bursts holding the one shared master; with two
+    # memory ports a STORE never stalls a LOAD's read commands.
+    bubbles, stores = _load_bubbles(first, tp) if tp.mem_ports == 1 else ({}, {})
     if not bubbles:
         return first.timeline()
     second = _Machine(insns, tp, insn_base)

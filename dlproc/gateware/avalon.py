@@ -1,7 +1,9 @@
-"""Avalon-MM signatures of the processor's two external ports and of the internal bus clients.
+"""Avalon-MM signatures of the processor's external ports and of the internal bus clients.
 
 The signatures are written from the *master's* point of view; the CSR slave port of the top level
-is therefore ``In(CsrSignature(...))`` and the memory master port ``Out(MemorySignature(...))``.
+is therefore ``In(CsrSignature(...))`` and the memory master port ``Out(MemorySignature(...))``
+(with ``MemoryPorts = 2``: a read-only ``mem``, :func:`ReadMemorySignature`, and a write-only
+``mem1``, :func:`WriteMemorySignature`).
 Member names are the Avalon signal names, so the flattened Verilog ports read ``csr__address``,
 ``mem__waitrequest`` and so on, as the contract requires and as Platform Designer expects.
 
@@ -54,6 +56,40 @@ def MemorySignature(data_width: int, max_burst: int) -> Signature:
             "waitrequest": In(1),
             "readdata": In(data_width),
             "readdatavalid": In(1),
+        }
+    )
+
+
+def ReadMemorySignature(data_width: int, max_burst: int) -> Signature:
+    """A read-only Avalon-MM pipelined burst master (port 0 of a two-port processor: fetch and load).
+
+    The members of :func:`MemorySignature` without ``write``, ``writedata`` and ``byteenable``.
+    """
+    return Signature(
+        {
+            "address": Out(ADDR_BITS),
+            "burstcount": Out(burst_bits(max_burst)),
+            "read": Out(1),
+            "waitrequest": In(1),
+            "readdata": In(data_width),
+            "readdatavalid": In(1),
+        }
+    )
+
+
+def WriteMemorySignature(data_width: int, max_burst: int) -> Signature:
+    """A write-only Avalon-MM burst master (port 1 of a two-port processor: store).
+
+    The members of :func:`MemorySignature` without ``read``, ``readdata`` and ``readdatavalid``.
+    """
+    return Signature(
+        {
+            "address": Out(ADDR_BITS),
+            "burstcount": Out(burst_bits(max_burst)),
+            "write": Out(1),
+            "writedata": Out(data_width),
+            "byteenable": Out(data_width // 8),
+            "waitrequest": In(1),
         }
     )
 

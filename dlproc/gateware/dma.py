@@ -1,8 +1,9 @@
 """Memory-side units: the burst planner, the memory-master arbiter, and the load and store units.
 
-Every memory access of the processor goes through one Avalon-MM pipelined burst master
-(:class:`MemoryArbiter`) shared by three clients: the fetch unit and the load unit read, the store
-unit writes. Each client plans its own bursts with a :class:`BurstPlanner`, which splits the rows
+Every memory access of the processor goes through the Avalon-MM pipelined burst master(s) of
+:class:`MemoryArbiter`: one shared by three clients (the fetch unit and the load unit read, the
+store unit writes) or, with ``MemoryPorts = 2``, a read master for fetch and load and a write
+master for store. Each client plans its own bursts with a :class:`BurstPlanner`, which splits the rows
 of a strided 3-D transfer into bursts and checks each burst against the DMA window *before* it
 can be requested, so an access outside [DMA_BASE, DMA_LIMIT) never appears on the bus.
 
@@ -20,7 +21,14 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
 from ..isa import INSN_LAYOUT, LOAD_LAYOUT, STORE_LAYOUT, Buf, ErrorCode, HardwareParams, Opcode
-from .avalon import MemorySignature, ReadClientSignature, WriteClientSignature, burst_bits
+from .avalon import (
+    MemorySignature,
+    ReadClientSignature,
+    ReadMemorySignature,
+    WriteClientSignature,
+    WriteMemorySignature,
+    burst_bits,
+)
 from .buffers import read_port_signature, write_port_signature
 
 #: Width of the byte steps a planner accepts (``stride * pitch`` of a 32-bit element stride).
@@ -252,25 +260,37 @@ class BurstPlanner(wiring.Component):
 
 
 class MemoryArbiter(wiring.Component):
-    """The Avalon-MM burst master, shared by fetch (read), load (read) and store (write).
+    """The Avalon-MM burst master(s) of fetch (read), load (read) and store (write).
 
-    One command is in the command phase at a time; read commands may be issued while earlier read
-    bursts still return data (up to ``outstanding`` bursts), and a small FIFO remembers which client
-    each returning beat belongs to (Avalon returns read data in command order). A write burst is
-    granted only when its client holds every beat, and it completes before the next command.
+    With ``hw.mem_ports == 1`` there is one master, ``bus``, shared by all three clients. One
+    command is in the command phase at a time; read commands may be issued while earlier read
+    bursts still return data (up to ``outstanding`` bursts), and a small FIFO remembers which
+    client each returning beat belongs to (Avalon returns read data in command order). A write
+    burst is granted only when its client holds every beat, and it completes before the next
+    command. Priority: fetch first (it feeds everything else and is rare), then load and store
+    alternate.
 
-    Priority: fetch first (it feeds everything else and is rare), then load and store alternate.
+    With ``hw.mem_ports == 2`` there are two independent masters: ``bus`` is read-only (fetch
+    first, then load, with the same route FIFO) and ``wbus`` is write-only (store). Each has its
+    own command phase, so a write burst never holds up a read command and vice versa.
+
     ``halt`` stops new grants; a write burst in progress still completes, as Avalon requires.
-    ``idle`` is high when no command is in progress and no read data is outstanding.
+    ``idle`` is high when no command is in progress on any master and no read data is
+    outstanding. ``bus_wait`` is high in a cycle in which a command or write beat is held off by
+    ``waitrequest`` (on either master: the MEM_WAIT counter counts such cycles once).
     """
 
     def __init__(self, hw: HardwareParams, outstanding: int = 16):
         self.hw = hw
         self.outstanding = outstanding
         w, mb = hw.mem_data_width, hw.max_burst
+        if hw.mem_ports == 1:
+            masters = {"bus": Out(MemorySignature(w, mb))}
+        else:
+            masters = {"bus": Out(ReadMemorySignature(w, mb)), "wbus": Out(WriteMemorySignature(w, mb))}
         super().__init__(
             {
-                "bus": Out(MemorySignature(w, mb)),
+                **masters,
                 "fetch": In(ReadClientSignature(w, mb)),
                 "load": In(ReadClientSignature(w, mb)),
                 "store": In(WriteClientSignature(w, mb)),
@@ -287,7 +307,14 @@ class MemoryArbiter(wiring.Component):
         bb = burst_bits(self.hw.max_burst)
         route = fifo.SyncFIFO(width=1 + bb, depth=self.outstanding)
         m.submodules.route = route
+        if self.hw.mem_ports == 1:
+            self._shared_master(m, route, bb)
+        else:
+            self._split_masters(m, route, bb)
+        return m
 
+    def _shared_master(self, m: Module, route: fifo.SyncFIFO, bb: int) -> None:
+        """One read/write master for all three clients."""
         addr = Signal(32)
         length = Signal(bb)
         client = Signal()  # 0 fetch, 1 load (for reads)
@@ -323,30 +350,86 @@ class MemoryArbiter(wiring.Component):
                     ]
                     m.next = "READ"
             with m.State("READ"):
-                m.d.comb += bus.read.eq(1)
-                with m.If(bus.waitrequest):
-                    m.d.comb += self.bus_wait.eq(1)
-                with m.Else():
-                    m.d.comb += [route.w_en.eq(1), route.w_data.eq(Cat(client, length))]
-                    m.next = "IDLE"
+                self._read_command(m, bus, route, client, length, self.bus_wait)
             with m.State("WRITE"):
-                # The client holds the whole burst, so wvalid stays high; gating write with it
-                # anyway keeps the beat and its data together should that ever change.
-                m.d.comb += [
-                    bus.write.eq(self.store.wvalid),
-                    bus.writedata.eq(self.store.wdata),
-                    bus.byteenable.eq(self.store.wbe),
-                ]
-                with m.If(self.store.wvalid):
-                    with m.If(bus.waitrequest):
-                        m.d.comb += self.bus_wait.eq(1)
-                    with m.Else():
-                        m.d.comb += [self.store.wack.eq(1), self.wr_beat.eq(1)]
-                        m.d.sync += beat.eq(beat + 1)
-                        with m.If(beat + 1 == length):
-                            m.next = "IDLE"
+                self._write_beats(m, bus, beat, length, self.bus_wait)
 
-        # Read data: route each beat to the client at the head of the route FIFO.
+        self._route_reads(m, bus, route)
+        m.d.comb += self.idle.eq(fsm.ongoing("IDLE") & ~route.r_rdy)
+
+    def _split_masters(self, m: Module, route: fifo.SyncFIFO, bb: int) -> None:
+        """A read-only master (fetch, load) and a write-only master (store), independent."""
+        rbus, wbus = self.bus, self.wbus
+        addr = Signal(32)
+        length = Signal(bb)
+        client = Signal()  # 0 fetch, 1 load
+        m.d.comb += [rbus.address.eq(addr), rbus.burstcount.eq(length)]
+        rd_wait = Signal()
+        with m.FSM(name="read_fsm") as read_fsm:
+            with m.State("IDLE"):
+                can_read = route.w_rdy & ~self.halt
+                with m.If(can_read & self.fetch.req_valid):
+                    m.d.comb += self.fetch.req_ready.eq(1)
+                    m.d.sync += [addr.eq(self.fetch.req_addr), length.eq(self.fetch.req_len), client.eq(0)]
+                    m.next = "READ"
+                with m.Elif(can_read & self.load.req_valid):
+                    m.d.comb += self.load.req_ready.eq(1)
+                    m.d.sync += [addr.eq(self.load.req_addr), length.eq(self.load.req_len), client.eq(1)]
+                    m.next = "READ"
+            with m.State("READ"):
+                self._read_command(m, rbus, route, client, length, rd_wait)
+
+        waddr = Signal(32)
+        wlength = Signal(bb)
+        beat = Signal(bb)  # write beats accepted in this burst
+        m.d.comb += [wbus.address.eq(waddr), wbus.burstcount.eq(wlength)]
+        wr_wait = Signal()
+        with m.FSM(name="write_fsm") as write_fsm:
+            with m.State("IDLE"):
+                with m.If(~self.halt & self.store.req_valid):
+                    m.d.comb += self.store.req_ready.eq(1)
+                    m.d.sync += [waddr.eq(self.store.req_addr), wlength.eq(self.store.req_len), beat.eq(0)]
+                    m.next = "WRITE"
+            with m.State("WRITE"):
+                self._write_beats(m, wbus, beat, wlength, wr_wait)
+
+        self._route_reads(m, rbus, route)
+        m.d.comb += [
+            self.bus_wait.eq(rd_wait | wr_wait),
+            self.idle.eq(read_fsm.ongoing("IDLE") & write_fsm.ongoing("IDLE") & ~route.r_rdy),
+        ]
+
+    @staticmethod
+    def _read_command(m: Module, bus, route: fifo.SyncFIFO, client, length, wait) -> None:
+        """READ state: hold the command until accepted, then remember whose burst it is."""
+        m.d.comb += bus.read.eq(1)
+        with m.If(bus.waitrequest):
+            m.d.comb += wait.eq(1)
+        with m.Else():
+            m.d.comb += [route.w_en.eq(1), route.w_data.eq(Cat(client, length))]
+            m.next = "IDLE"
+
+    def _write_beats(self, m: Module, bus, beat, length, wait) -> None:
+        """WRITE state: pass the store client's beats to ``bus`` until the burst is complete."""
+        # The client holds the whole burst, so wvalid stays high; gating write with it
+        # anyway keeps the beat and its data together should that ever change.
+        m.d.comb += [
+            bus.write.eq(self.store.wvalid),
+            bus.writedata.eq(self.store.wdata),
+            bus.byteenable.eq(self.store.wbe),
+        ]
+        with m.If(self.store.wvalid):
+            with m.If(bus.waitrequest):
+                m.d.comb += wait.eq(1)
+            with m.Else():
+                m.d.comb += [self.store.wack.eq(1), self.wr_beat.eq(1)]
+                m.d.sync += beat.eq(beat + 1)
+                with m.If(beat + 1 == length):
+                    m.next = "IDLE"
+
+    def _route_reads(self, m: Module, bus, route: fifo.SyncFIFO) -> None:
+        """Read data: route each beat to the client at the head of the route FIFO."""
+        bb = burst_bits(self.hw.max_burst)
         head_client = route.r_data[0]
         head_len = route.r_data[1:]
         got = Signal(bb)
@@ -365,9 +448,6 @@ class MemoryArbiter(wiring.Component):
                 m.d.sync += got.eq(0)
             with m.Else():
                 m.d.sync += got.eq(got + 1)
-
-        m.d.comb += self.idle.eq(fsm.ongoing("IDLE") & ~route.r_rdy)
-        return m
 
 
 def granted_beats(m: Module, req_ready, req_len) -> Signal:

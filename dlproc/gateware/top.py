@@ -8,6 +8,10 @@ Ports (Verilog names after flattening):
 * ``mem__address[32]``, ``mem__burstcount``, ``mem__read``, ``mem__write``, ``mem__writedata[W]``,
   ``mem__byteenable[W/8]``, ``mem__waitrequest``, ``mem__readdata[W]``, ``mem__readdatavalid``:
   Avalon-MM pipelined burst master, byte addresses.
+* With ``MemoryPorts = 2`` (``hw.mem_ports``) the memory master is split in two: ``mem__*`` is
+  read-only (``address``, ``burstcount``, ``read``, ``waitrequest``, ``readdata``,
+  ``readdatavalid``; fetch and load) and ``mem1__*`` write-only (``address``, ``burstcount``,
+  ``write``, ``writedata``, ``byteenable``, ``waitrequest``; store), each ``W`` bits wide.
 * ``irq``: level, high while (STATUS.DONE or STATUS.ERROR) and CTRL.IRQ_EN.
 
 Structure::
@@ -16,13 +20,14 @@ Structure::
                                          +--> [queue|gate] --> compute -+--> OUT (reads INP/WGT/PRM)
                                          +--> [queue|gate] --> store  <-+-- OUT ; --> profile
     fetch, load, store <--> memory arbiter <--> mem (Avalon master)
+                                            (MemoryPorts = 2: fetch, load --> mem; store --> mem1)
 
 Control: START (while idle) pulses ``clear``, a synchronous reset of every datapath unit, so each
 run begins from a clean state, then RUN. The run ends on DONE (FINISH reached and every unit
 idle), on the first error of any unit, or on ABORT. In all three cases the control first
 *drains*: the arbiter grants nothing new, finishes a write burst in progress (Avalon bursts cannot
 be abandoned) and collects every outstanding read beat; only then is BUSY cleared, so the bus is
-quiet whenever the host sees the processor idle.
+quiet whenever the host sees the processor idle (with two masters: both are quiet).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import regmap
 from ..isa import ErrorCode, HardwareParams
-from .avalon import CsrSignature, MemorySignature
+from .avalon import CsrSignature, MemorySignature, ReadMemorySignature, WriteMemorySignature
 from .buffers import Buffers
 from .csr import CsrBlock
 from .dma import LoadUnit, MemoryArbiter, StoreUnit
@@ -71,13 +76,12 @@ class DlprocTop(wiring.Component):
 
     def __init__(self, config: Any):
         self.hw = hw = hardware_params(config)
-        super().__init__(
-            {
-                "csr": In(CsrSignature(regmap.CSR_ADDR_BITS)),
-                "mem": Out(MemorySignature(hw.mem_data_width, hw.max_burst)),
-                "irq": Out(1),
-            }
-        )
+        w, mb = hw.mem_data_width, hw.max_burst
+        if hw.mem_ports == 1:
+            masters = {"mem": Out(MemorySignature(w, mb))}
+        else:
+            masters = {"mem": Out(ReadMemorySignature(w, mb)), "mem1": Out(WriteMemorySignature(w, mb))}
+        super().__init__({"csr": In(CsrSignature(regmap.CSR_ADDR_BITS)), **masters, "irq": Out(1)})
         # Sub-blocks are built here so that simulations can reach them (memories, status).
         self.csr_block = CsrBlock(hw)
         self.fetch = FetchUnit(hw)
@@ -117,6 +121,8 @@ class DlprocTop(wiring.Component):
 
         wiring.connect(m, wiring.flipped(self.csr), csr.bus)
         wiring.connect(m, wiring.flipped(self.mem), arb.bus)
+        if self.hw.mem_ports == 2:
+            wiring.connect(m, wiring.flipped(self.mem1), arb.wbus)
         wiring.connect(m, self.fetch.mem, arb.fetch)
         wiring.connect(m, self.load.mem, arb.load)
         wiring.connect(m, self.store.mem, arb.store)

@@ -19,7 +19,8 @@
  *   under qemu, which registers and memory the runtime writes).
  *
  * The physical address seen by the CPU is the one the processor's memory master uses: on both
- * SoCs the FPGA-to-SDRAM port addresses SDRAM from 0 like the MPU does.
+ * SoCs the FPGA-to-SDRAM port addresses SDRAM from 0 like the MPU does (with two masters,
+ * MemoryPorts = 2 on the Arria 10, both ports do, so one DMA window serves reads and writes).
  */
 #define _GNU_SOURCE
 /* The HPS is 32-bit: without 64-bit file offsets, mmap() of /dev/mem could not reach physical

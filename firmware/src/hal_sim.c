@@ -19,10 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The harness C API, as defined (extern "C") in sim/native/harness.cpp, ABI version 1.  There is
+/* The harness C API, as defined (extern "C") in sim/native/harness.cpp, ABI version 2.  There is
  * no shared header yet, so the prototypes are declared here as function-pointer types; the ABI
- * version check below catches a drift. */
-#define HARNESS_ABI 1
+ * version check below catches a drift. (Version 2 added per-port DDR statistics for processors
+ * with two memory masters; the functions used here are unchanged. A two-master processor needs
+ * nothing else from the HAL: both masters address the same memory, which dl_mem_write/read reach.) */
+#define HARNESS_ABI 2
 #define DL_IRQ 0
 #define DL_TIMEOUT 1
 #define DL_DDR_ERROR 2

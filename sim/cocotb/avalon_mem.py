@@ -19,6 +19,11 @@ together. Every accepted command is appended to ``commands`` as ``(kind, address
 The model drives its outputs right after a rising edge, so the DUT samples them at the next edge,
 like a registered slave. Read data is taken from memory when the command is accepted (commands are
 executed in order).
+
+A read-only master (``read`` without ``write``/``writedata``/``byteenable``) or a write-only one
+(``write`` without ``read``/``readdata``/``readdatavalid``), as a ``MemoryPorts = 2`` processor has
+(``mem__`` reads, ``mem1__`` writes), is served by one model per port over one shared
+``memory``: the signals a port lacks read as 0 and are not driven.
 """
 
 from __future__ import annotations
@@ -44,12 +49,18 @@ class AvalonMemoryModel:
     def __init__(self, dut, prefix: str, clock, reset, memory: bytearray, *, base: int = 0,
                  rng: random.Random | None = None, wait_prob: float = 0.3, latency: tuple[int, int] = (1, 12),
                  gap_prob: float = 0.2, max_outstanding: int = 4, max_burst: int | None = None) -> None:
-        self.sig = {name: getattr(dut, prefix + name) for name in (
+        self.sig = {name: getattr(dut, prefix + name, None) for name in (
             "address", "burstcount", "read", "write", "writedata", "byteenable",
             "waitrequest", "readdata", "readdatavalid")}
+        for required in ("address", "burstcount", "waitrequest"):
+            if self.sig[required] is None:
+                raise AttributeError(f"the DUT has no {prefix}{required}")
+        if self.sig["read"] is None and self.sig["write"] is None:
+            raise AttributeError(f"{prefix}: neither read nor write")
         self.clock, self.reset = clock, reset
         self.memory, self.base = memory, base
-        self.bus_bytes = len(self.sig["writedata"]) // 8
+        data = self.sig["writedata"] if self.sig["writedata"] is not None else self.sig["readdata"]
+        self.bus_bytes = len(data) // 8
         self.rng = rng or random.Random(0)
         self.wait_prob, self.latency, self.gap_prob = wait_prob, latency, gap_prob
         self.max_outstanding = max_outstanding
@@ -67,10 +78,17 @@ class AvalonMemoryModel:
         self._task = None
 
     def start(self) -> None:
-        self.sig["waitrequest"].value = 1
-        self.sig["readdatavalid"].value = 0
-        self.sig["readdata"].value = 0
+        self._drive("waitrequest", 1)
+        self._drive("readdatavalid", 0)
+        self._drive("readdata", 0)
         self._task = cocotb.start_soon(self._run())
+
+    def _drive(self, name: str, value: int) -> None:
+        if self.sig[name] is not None:  # an output of the slave this (write-only) master lacks
+            self.sig[name].value = value
+
+    def _get(self, name: str) -> int:
+        return 0 if self.sig[name] is None else int(self.sig[name].value)
 
     # ---- helpers --------------------------------------------------------------------------------
     def _error(self, text: str) -> None:
@@ -135,17 +153,17 @@ class AvalonMemoryModel:
                 self._cmds_in_flight.clear()
                 self._wr_left = 0
                 self._held = None
-                s["readdatavalid"].value = 0
+                self._drive("readdatavalid", 0)
                 self._waiting = True
                 s["waitrequest"].value = 1
                 continue
-            rd, wr = int(s["read"].value), int(s["write"].value)
+            rd, wr = self._get("read"), self._get("write")
             if rd and wr:
                 self._error("read and write asserted together")
             request = None
             if rd or wr:
                 request = (rd, wr, int(s["address"].value), int(s["burstcount"].value),
-                           int(s["writedata"].value) if wr else 0, int(s["byteenable"].value) if wr else 0)
+                           self._get("writedata") if wr else 0, self._get("byteenable") if wr else 0)
             if self._held is not None and request != self._held:
                 self._error(f"request changed or dropped under waitrequest: {self._held} -> {request}")
             self._held = None
@@ -166,7 +184,7 @@ class AvalonMemoryModel:
                 s["readdatavalid"].value = 1
                 self.read_beats += 1
             else:
-                s["readdatavalid"].value = 0
+                self._drive("readdatavalid", 0)
             self._waiting = (self.rng.random() < self.wait_prob
                              or len(self._cmds_in_flight) >= self.max_outstanding)
             s["waitrequest"].value = int(self._waiting)

@@ -47,6 +47,25 @@ class Bench:
     mem: AvalonMemoryModel
     memory: bytearray
     rng: random.Random
+    #: the write-only port of a MemoryPorts = 2 processor (``mem1__*``), over the same memory
+    mem1: AvalonMemoryModel | None = None
+
+    @property
+    def ports(self) -> list[AvalonMemoryModel]:
+        return [self.mem] + ([self.mem1] if self.mem1 is not None else [])
+
+    @property
+    def commands(self) -> list:
+        """Every accepted command of every port (per port in order; ports one after the other)."""
+        return [c for m in self.ports for c in m.commands]
+
+    @property
+    def errors(self) -> list[str]:
+        return [e for m in self.ports for e in m.errors]
+
+    def total(self, counter: str) -> int:
+        """``read_beats``, ``write_beats`` or ``wait_cycles`` summed over the ports."""
+        return sum(getattr(m, counter) for m in self.ports)
 
     async def write(self, name: str, value: int) -> None:
         await self.csr.write(regmap.offset(name), value & 0xFFFFFFFF)
@@ -85,8 +104,12 @@ async def setup(dut, mem_size: int, *, seed: int | None = None, **mem_kw) -> Ben
     memory = bytearray(mem_size)
     mem = AvalonMemoryModel(dut, "mem__", dut.clk, dut.rst, memory, rng=random.Random(seed + 1), **mem_kw)
     mem.start()
+    mem1 = None
+    if hasattr(dut, "mem1__address"):  # MemoryPorts = 2: a second model for the write master
+        mem1 = AvalonMemoryModel(dut, "mem1__", dut.clk, dut.rst, memory, rng=random.Random(seed + 2), **mem_kw)
+        mem1.start()
     dut.rst.value = 1
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await RisingEdge(dut.clk)
-    return Bench(dut, csr, mem, memory, rng)
+    return Bench(dut, csr, mem, memory, rng, mem1)

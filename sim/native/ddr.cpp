@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 namespace dlsim {
 
@@ -10,7 +11,8 @@ namespace {
 constexpr int64_t kCreditScale = 1024;
 }
 
-DdrModel::DdrModel(const DdrParams& params) : params_(params), mem_(params.size, 0) {
+DdrModel::DdrModel(const DdrParams& params, DdrMemory& mem, std::string label)
+    : params_(params), mem_(mem), label_(std::move(label)) {
     if (params_.latency < 1) params_.latency = 1;
     if (params_.queue_depth < 1) params_.queue_depth = 1;
     beat_cost_ = int64_t(params_.bus_bytes) * kCreditScale;
@@ -39,7 +41,7 @@ uint64_t DdrModel::outstanding_read_beats() const {
 void DdrModel::flag(int32_t code, const std::string& msg) {
     if (error_ != DDR_OK) return;  // keep the first error: later ones are usually consequences
     error_ = code;
-    error_msg_ = msg;
+    error_msg_ = label_ + msg;
 }
 
 bool DdrModel::check_burst(uint64_t address, uint32_t burstcount, const char* what, uint64_t cycle) {
@@ -93,7 +95,7 @@ void DdrModel::commit(const DdrRequest& req, uint64_t cycle) {
         wr_address_ = req.address;
         wr_remaining_ = req.burstcount;
     }
-    uint8_t* dst = mem_.data() + (wr_address_ - params_.base);
+    uint8_t* dst = mem_.bytes.data() + (wr_address_ - params_.base);
     uint32_t enabled = 0;
     for (uint32_t i = 0; i < params_.bus_bytes; ++i) {
         if (req.byteenable[i]) {
@@ -114,7 +116,7 @@ bool DdrModel::advance(uint8_t* readdata, uint64_t next_cycle) {
     if (reads_.empty() || error_ != DDR_OK) return false;
     ReadCmd& head = reads_.front();
     if (head.ready_cycle > next_cycle || credit_ < beat_cost_) return false;
-    const uint8_t* src = mem_.data() + (head.address - params_.base);
+    const uint8_t* src = mem_.bytes.data() + (head.address - params_.base);
     std::copy(src, src + params_.bus_bytes, readdata);
     credit_ -= beat_cost_;
     ++stats_.read_beats;

@@ -1,5 +1,10 @@
 // DDR memory model: the Avalon-MM slave behind the processor's pipelined burst master.
 //
+// One DdrModel serves one Avalon-MM master port. A processor with two masters (MemoryPorts = 2:
+// a read-only port for fetch and load, a write-only port for store) gets one DdrModel per port;
+// they share one memory array (DdrMemory) and each has its own bandwidth bucket, latency and
+// command queue, as two FPGA-to-SDRAM ports of an HPS SDRAM controller do.
+//
 // The model is cycle based and independent of Verilator. Each clock cycle the harness calls
 //   1. accepts(req)   before the rising edge, with the request the master presents: the return
 //                     value is the inverse of waitrequest for this cycle;
@@ -66,12 +71,20 @@ struct DdrRequest {
     const uint8_t* byteenable;  // one byte per bus byte, 0 or 1
 };
 
+// The modelled memory, shared by the ports.
+struct DdrMemory {
+    explicit DdrMemory(uint64_t size) : bytes(size, 0) {}
+    std::vector<uint8_t> bytes;
+};
+
 class DdrModel {
 public:
-    explicit DdrModel(const DdrParams& params);
+    // `mem` must outlive the model and hold params.size bytes; `label` prefixes error messages
+    // (empty for port 0, so single-port messages read as before).
+    DdrModel(const DdrParams& params, DdrMemory& mem, std::string label = "");
 
     const DdrParams& params() const { return params_; }
-    uint8_t* memory() { return mem_.data(); }
+    uint8_t* memory() { return mem_.bytes.data(); }
     bool in_range(uint64_t address, uint64_t nbytes) const;
 
     // Forget outstanding commands and bursts (memory contents are kept), as at a bus reset.
@@ -100,7 +113,8 @@ private:
     bool check_burst(uint64_t address, uint32_t burstcount, const char* what, uint64_t cycle);
 
     DdrParams params_;
-    std::vector<uint8_t> mem_;
+    DdrMemory& mem_;
+    std::string label_;
     std::deque<ReadCmd> reads_;
     // Credits are kept in 1/1024 byte units so that fractional bytes_per_cycle is exact enough.
     int64_t credit_ = 0;

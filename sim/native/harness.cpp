@@ -7,7 +7,11 @@
 //   write/writedata/byteenable, inputs mem__waitrequest/readdata/readdatavalid); irq.
 //
 // The Verilated top is the wrapper dlsim_top (sim/build.py, harness_wrapper): the contract's ports
-// plus in_strobe, which samples rst and the CSR inputs into the design (see latch()).
+// plus in_strobe, which samples rst and the CSR inputs into the design (see latch()). The wrapper
+// always has two full memory ports, mem__* (port 0) and mem1__* (port 1); it ties the outputs a
+// top level does not have to zero. A one-port top uses mem__* for everything and leaves port 1
+// quiet; a two-port top (MemoryPorts = 2) reads on mem__* and writes on mem1__*. Each port has its
+// own DDR model (bandwidth, latency, command queue) over one shared memory array.
 //
 // Build-time defines (set by sim/build.py):
 //   DL_MEM_BYTES    memory bus width in bytes (W / 8)
@@ -17,9 +21,10 @@
 // One clock cycle (step_one):
 //   clk=0, eval      the inputs prepared for this cycle settle; the master's request is visible
 //                    (skipped when the outputs depend on registers only, see kSettleEval);
-//   DDR decides      waitrequest for this cycle from the request (a combinational slave);
+//   DDR decides      waitrequest for this cycle from the request, per port (a combinational slave);
 //   clk=1, eval      the rising edge; the DUT samples waitrequest/readdata/readdatavalid;
-//   DDR commits      the accepted transfer, then prepares readdata/readdatavalid of the next cycle.
+//   DDR commits      the accepted transfers (port 0, then port 1), then prepares readdata/
+//                    readdatavalid of the next cycle (port 0, then port 1).
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -57,6 +62,15 @@ using TraceFile = VerilatedVcdC;
 #define MEM_WAITREQUEST mem___05Fwaitrequest
 #define MEM_READDATA mem___05Freaddata
 #define MEM_READDATAVALID mem___05Freaddatavalid
+#define MEM1_ADDRESS mem1___05Faddress
+#define MEM1_BURSTCOUNT mem1___05Fburstcount
+#define MEM1_READ mem1___05Fread
+#define MEM1_WRITE mem1___05Fwrite
+#define MEM1_WRITEDATA mem1___05Fwritedata
+#define MEM1_BYTEENABLE mem1___05Fbyteenable
+#define MEM1_WAITREQUEST mem1___05Fwaitrequest
+#define MEM1_READDATA mem1___05Freaddata
+#define MEM1_READDATAVALID mem1___05Freaddatavalid
 
 #ifndef DL_MEM_BYTES
 #error "DL_MEM_BYTES (memory bus width in bytes) must be defined"
@@ -131,21 +145,44 @@ enum : int32_t {
     DL_DONE = 3,       // dl_step: all requested cycles ran
 };
 
+constexpr int kPorts = 2;
+
+// One memory port's request sampling and DDR decision (the port members differ only in name).
+template <typename A, typename B, typename WD, typename BE>
+bool offer(dlsim::DdrModel& ddr, dlsim::DdrRequest& req, uint8_t rd, uint8_t wr, const A& address,
+           const B& burstcount, const WD& writedata, const BE& byteenable, uint8_t* wdata, uint8_t* be) {
+    req = dlsim::DdrRequest{};
+    req.read = rd;
+    req.write = wr;
+    if (!req.read && !req.write) return false;
+    req.address = uint64_t(address);
+    req.burstcount = uint32_t(burstcount);
+    port_to_bytes(writedata, wdata, DL_MEM_BYTES);
+    bits_to_flags(byteenable, be, DL_MEM_BYTES);
+    req.writedata = wdata;
+    req.byteenable = be;
+    const bool accept = ddr.accepts(req);
+    if (!accept) ddr.note_wait();
+    return accept;
+}
+
 struct DlSim {
     std::unique_ptr<VerilatedContext> ctx;
     std::unique_ptr<Vtop> top;
-    dlsim::DdrModel ddr;
+    dlsim::DdrMemory mem;
+    dlsim::DdrModel ddr[kPorts];
     uint64_t cycle = 0;
-    uint8_t wdata[DL_MEM_BYTES];
-    uint8_t rdata[DL_MEM_BYTES];
-    uint8_t be[DL_MEM_BYTES];
+    uint8_t wdata[kPorts][DL_MEM_BYTES];
+    uint8_t rdata[kPorts][DL_MEM_BYTES];
+    uint8_t be[kPorts][DL_MEM_BYTES];
 #ifdef VM_TRACE
 #if VM_TRACE
     std::unique_ptr<TraceFile> trace;
 #endif
 #endif
 
-    explicit DlSim(const dlsim::DdrParams& p) : ctx(new VerilatedContext), ddr(p) {
+    explicit DlSim(const dlsim::DdrParams& p)
+        : ctx(new VerilatedContext), mem(p.size), ddr{dlsim::DdrModel(p, mem), dlsim::DdrModel(p, mem, "port 1: ")} {
         ctx->debug(0);
         ctx->randReset(0);
         ctx->commandArgs(0, static_cast<const char**>(nullptr));
@@ -159,7 +196,10 @@ struct DlSim {
         top->CSR_WRITEDATA = 0;
         top->MEM_WAITREQUEST = 1;
         top->MEM_READDATAVALID = 0;
-        bytes_to_port(top->MEM_READDATA, rdata, DL_MEM_BYTES);
+        bytes_to_port(top->MEM_READDATA, rdata[0], DL_MEM_BYTES);
+        top->MEM1_WAITREQUEST = 1;
+        top->MEM1_READDATAVALID = 0;
+        bytes_to_port(top->MEM1_READDATA, rdata[1], DL_MEM_BYTES);
         top->in_strobe = 0;
         top->eval();
         latch();
@@ -185,41 +225,53 @@ struct DlSim {
         (void)t;
     }
 
+    int32_t error() const {
+        for (const dlsim::DdrModel& d : ddr)
+            if (d.error() != dlsim::DDR_OK) return d.error();
+        return dlsim::DDR_OK;
+    }
+
+    const std::string& error_message() const {
+        for (const dlsim::DdrModel& d : ddr)
+            if (d.error() != dlsim::DDR_OK) return d.error_message();
+        return ddr[0].error_message();
+    }
+
+    void reset_ddr() {
+        for (dlsim::DdrModel& d : ddr) d.reset();
+    }
+
     // One clock cycle; see the file comment for the phases.
     void step_one() {
         top->clk = 0;
         if (kSettleEval || !forget_clock_high(top->rootp, 0)) top->eval();
         dump(2 * cycle);
-        dlsim::DdrRequest req{};
-        req.read = top->MEM_READ;
-        req.write = top->MEM_WRITE;
-        bool accept = false;
-        if (req.read || req.write) {
-            req.address = uint64_t(top->MEM_ADDRESS);
-            req.burstcount = uint32_t(top->MEM_BURSTCOUNT);
-            port_to_bytes(top->MEM_WRITEDATA, wdata, DL_MEM_BYTES);
-            bits_to_flags(top->MEM_BYTEENABLE, be, DL_MEM_BYTES);
-            req.writedata = wdata;
-            req.byteenable = be;
-            accept = ddr.accepts(req);
-            if (!accept) ddr.note_wait();
-        }
-        top->MEM_WAITREQUEST = accept ? 0 : 1;
+        dlsim::DdrRequest req[kPorts];
+        const bool accept0 = offer(ddr[0], req[0], top->MEM_READ, top->MEM_WRITE, top->MEM_ADDRESS, top->MEM_BURSTCOUNT,
+                                   top->MEM_WRITEDATA, top->MEM_BYTEENABLE, wdata[0], be[0]);
+        const bool accept1 = offer(ddr[1], req[1], top->MEM1_READ, top->MEM1_WRITE, top->MEM1_ADDRESS,
+                                   top->MEM1_BURSTCOUNT, top->MEM1_WRITEDATA, top->MEM1_BYTEENABLE, wdata[1], be[1]);
+        top->MEM_WAITREQUEST = accept0 ? 0 : 1;
+        top->MEM1_WAITREQUEST = accept1 ? 0 : 1;
         top->clk = 1;
         top->eval();
         dump(2 * cycle + 1);
-        if (accept) ddr.commit(req, cycle);
+        if (accept0) ddr[0].commit(req[0], cycle);
+        if (accept1) ddr[1].commit(req[1], cycle);
         ++cycle;
-        const bool valid = ddr.advance(rdata, cycle);
-        top->MEM_READDATAVALID = valid ? 1 : 0;
-        if (valid) bytes_to_port(top->MEM_READDATA, rdata, DL_MEM_BYTES);
+        const bool valid0 = ddr[0].advance(rdata[0], cycle);
+        top->MEM_READDATAVALID = valid0 ? 1 : 0;
+        if (valid0) bytes_to_port(top->MEM_READDATA, rdata[0], DL_MEM_BYTES);
+        const bool valid1 = ddr[1].advance(rdata[1], cycle);
+        top->MEM1_READDATAVALID = valid1 ? 1 : 0;
+        if (valid1) bytes_to_port(top->MEM1_READDATA, rdata[1], DL_MEM_BYTES);
     }
 };
 
 extern "C" {
 
 // Bumped whenever a signature below changes; sim/harness.py checks it.
-int32_t dl_abi_version() { return 1; }
+int32_t dl_abi_version() { return 2; }
 
 uint32_t dl_mem_bytes() { return DL_MEM_BYTES; }
 
@@ -279,25 +331,26 @@ void dl_reset(void* h, uint32_t cycles) {
     s->top->CSR_READ = 0;
     s->top->CSR_WRITE = 0;
     s->latch();
-    s->ddr.reset();
+    s->reset_ddr();
     for (uint32_t i = 0; i < (cycles ? cycles : 1); ++i) s->step_one();
-    s->ddr.reset();
+    s->reset_ddr();
     s->top->MEM_READDATAVALID = 0;
+    s->top->MEM1_READDATAVALID = 0;
     s->top->rst = 0;
     s->latch();
 }
 
 int32_t dl_mem_write(void* h, uint64_t addr, const uint8_t* data, uint64_t n) {
     DlSim* s = static_cast<DlSim*>(h);
-    if (!s->ddr.in_range(addr, n)) return -1;
-    std::memcpy(s->ddr.memory() + (addr - s->ddr.params().base), data, n);
+    if (!s->ddr[0].in_range(addr, n)) return -1;
+    std::memcpy(s->ddr[0].memory() + (addr - s->ddr[0].params().base), data, n);
     return 0;
 }
 
 int32_t dl_mem_read(void* h, uint64_t addr, uint8_t* out, uint64_t n) {
     DlSim* s = static_cast<DlSim*>(h);
-    if (!s->ddr.in_range(addr, n)) return -1;
-    std::memcpy(out, s->ddr.memory() + (addr - s->ddr.params().base), n);
+    if (!s->ddr[0].in_range(addr, n)) return -1;
+    std::memcpy(out, s->ddr[0].memory() + (addr - s->ddr[0].params().base), n);
     return 0;
 }
 
@@ -344,7 +397,7 @@ int32_t dl_run(void* h, uint64_t max_cycles, uint64_t* ran) {
     while (n < max_cycles) {
         s->step_one();
         ++n;
-        if (s->ddr.error() != dlsim::DDR_OK) { status = DL_DDR_ERROR; break; }
+        if (s->error() != dlsim::DDR_OK) { status = DL_DDR_ERROR; break; }
         if (s->top->irq) { status = DL_IRQ; break; }
     }
     if (ran) *ran = n;
@@ -358,32 +411,48 @@ int32_t dl_step(void* h, uint64_t n, uint64_t* ran) {
     int32_t status = DL_DONE;
     for (; i < n; ++i) {
         s->step_one();
-        if (s->ddr.error() != dlsim::DDR_OK) { status = DL_DDR_ERROR; ++i; break; }
+        if (s->error() != dlsim::DDR_OK) { status = DL_DDR_ERROR; ++i; break; }
     }
     if (ran) *ran = i;
     return status;
 }
 
-// Statistics as 8 uint64 in the order of dlsim::DdrStats.
-void dl_ddr_stats(void* h, uint64_t* out) {
-    const dlsim::DdrStats& st = static_cast<DlSim*>(h)->ddr.stats();
-    const uint64_t v[8] = {st.read_cmds, st.write_cmds, st.read_beats, st.write_beats,
-                           st.read_bytes, st.write_bytes, st.wait_cycles, st.busy_cycles};
+uint32_t dl_ddr_ports() { return kPorts; }
+
+// Statistics of one port (0 or 1) as 8 uint64 in the order of dlsim::DdrStats; port -1 gives
+// the sum over the ports. Returns -1 for another port number.
+int32_t dl_ddr_stats(void* h, int32_t port, uint64_t* out) {
+    if (port < -1 || port >= kPorts) return -1;
+    uint64_t v[8] = {};
+    for (int p = 0; p < kPorts; ++p) {
+        if (port != -1 && p != port) continue;
+        const dlsim::DdrStats& st = static_cast<DlSim*>(h)->ddr[p].stats();
+        const uint64_t w[8] = {st.read_cmds, st.write_cmds, st.read_beats, st.write_beats,
+                               st.read_bytes, st.write_bytes, st.wait_cycles, st.busy_cycles};
+        for (int i = 0; i < 8; ++i) v[i] += w[i];
+    }
     std::memcpy(out, v, sizeof v);
+    return 0;
 }
 
-void dl_ddr_clear_stats(void* h) { static_cast<DlSim*>(h)->ddr.clear_stats(); }
+void dl_ddr_clear_stats(void* h) {
+    for (dlsim::DdrModel& d : static_cast<DlSim*>(h)->ddr) d.clear_stats();
+}
 
 // Returns the first DDR error code (0 = none) and copies its message into msg (NUL terminated).
 int32_t dl_ddr_error(void* h, char* msg, uint32_t len) {
     DlSim* s = static_cast<DlSim*>(h);
     if (msg && len) {
-        std::strncpy(msg, s->ddr.error_message().c_str(), len - 1);
+        std::strncpy(msg, s->error_message().c_str(), len - 1);
         msg[len - 1] = 0;
     }
-    return s->ddr.error();
+    return s->error();
 }
 
-uint64_t dl_ddr_outstanding(void* h) { return static_cast<DlSim*>(h)->ddr.outstanding_read_beats(); }
+uint64_t dl_ddr_outstanding(void* h) {
+    uint64_t n = 0;
+    for (const dlsim::DdrModel& d : static_cast<DlSim*>(h)->ddr) n += d.outstanding_read_beats();
+    return n;
+}
 
 }  // extern "C"
