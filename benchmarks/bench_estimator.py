@@ -6,11 +6,13 @@ Verilated processor (``dlproc.sim.harness.NativeSim``); the estimator times the 
 streams (``dlproc.estimate``). Prints estimated vs simulated cycles, the error, and checks the
 targets of issue 7: per layer <= 5 %, per network <= 3 %.
 
-    python benchmarks/bench_estimator.py [--config small|c8|de10nano] [--layers-only|--networks-only] [--json]
+    python benchmarks/bench_estimator.py [--config small|c8|de10nano] [--layers-only|--networks-only] [--no-lrn] [--json]
 
 ``small`` is the C = 4 test configuration (``tests/layerprog_cases.small_config``), ``c8`` the
 default configuration with ConvThreadNumber 64, ``de10nano`` the preset (each needs its own
-Verilator build, cached on disk).
+Verilator build, cached on disk). The single layers include DMA-bound max pools and, on the
+same configuration with the LRN block (for ``small`` the RTL tests' ``blocks_config``; another
+build), LRN layers.
 """
 
 from __future__ import annotations
@@ -77,6 +79,40 @@ def layer_programs(cfg: ProcessorConfig, scale: int) -> dict[str, object]:
                                                  rng.integers(-128, 128, (16 * s, 20, 20), dtype=np.int8))
     progs["maxpool 2x2 s2"] = build_pool_program(cfg, PoolLayer("max", 2, 2, 0),
                                                  rng.integers(-128, 128, (8 * s, 24, 24), dtype=np.int8))
+    # DMA-bound pools (GoogLeNet's stride-1 and stride-2 max pools): the column-reusing engine is
+    # faster than the loads and stores of its tiles, which share the bus.
+    progs["maxpool 3x3 s1 (DMA-bound)"] = build_pool_program(
+        cfg, PoolLayer("max", 3, 1, 1), rng.integers(-128, 128, (16 * s, 14, 14), dtype=np.int8))
+    progs["maxpool 3x3 s2 28x28 (DMA-bound)"] = build_pool_program(
+        cfg, PoolLayer("max", 3, 2, 1), rng.integers(-128, 128, (16 * s, 28, 28), dtype=np.int8))
+    return progs
+
+
+def lrn_config(cfg: ProcessorConfig) -> ProcessorConfig:
+    """``cfg`` with the LRN block; for the C = 4 configuration the processor with every optional
+    block that the RTL tests of those blocks build (``tests/sim_fixture.blocks_config``)."""
+    if cfg.conv_c == 4:
+        from sim_fixture import blocks_config
+
+        return blocks_config()
+    out = cfg.copy()
+    out.set_module_property("conv", "LRNBlockGeneration", True)
+    return out
+
+
+def lrn_programs(cfg: ProcessorConfig, scale: int) -> dict[str, object]:
+    """GoogLeNet-like LRN layers (size 5; DDR-bound: a word in and a word out per output word,
+    the table load first)."""
+    from dlproc.golden import ops
+    from dlproc.layerprog import LrnLayer, build_lrn_program
+
+    params = ops.lrn_params(5, 1e-4, 0.75, 1.0, 0.05, 0.02)
+    layer = LrnLayer(size=5, zp_in=-7, table_mult=params.mult, table_shift=params.shift, zp_out=3)
+    rng = np.random.default_rng(9)
+    progs = {}
+    for ch, h, w in ((16 * scale, 28, 28), (64 * scale, 14, 14), (8 * scale, 12, 12)):
+        x = rng.integers(-128, 128, (ch, h, w), dtype=np.int8)
+        progs[f"LRN 5 {ch}x{h}x{w}"] = build_lrn_program(cfg, layer, x)
     return progs
 
 
@@ -111,11 +147,11 @@ def networks(scale: int) -> dict[str, object]:
     return {"plain": plain, "branchy": branchy, "cpf": conv_pool_fc_net(np.random.default_rng(3))}
 
 
-def bench_layers(cfg: ProcessorConfig, scale: int, verbose: bool) -> list[dict]:
+def bench_layers(cfg: ProcessorConfig, scale: int, verbose: bool, progs: dict[str, object] | None = None) -> list[dict]:
     from dlproc.sim.harness import NativeSim
 
     rows = []
-    progs = layer_programs(cfg, scale)
+    progs = layer_programs(cfg, scale) if progs is None else progs
     size = max(p.dma_limit for p in progs.values())
     with NativeSim(cfg, ddr_size=max(1 << 20, -(-size // (1 << 20)) * (1 << 20))) as sim:
         for name, prog in progs.items():
@@ -174,6 +210,7 @@ def main() -> int:
     group = ap.add_mutually_exclusive_group()
     group.add_argument("--layers-only", action="store_true")
     group.add_argument("--networks-only", action="store_true")
+    ap.add_argument("--no-lrn", action="store_true", help="skip the LRN layers (they need a build with the LRN block)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     cfg = configs()[args.config]
@@ -184,6 +221,11 @@ def main() -> int:
         if verbose:
             print(f"Single layers (config {args.config}, C = {cfg.conv_c}; target |error| <= {100 * LAYER_TOL:.0f} %):")
         out["layers"] = bench_layers(cfg, scale, verbose)
+        if not args.no_lrn:
+            lcfg = lrn_config(cfg)
+            if verbose:
+                print("LRN layers (the configuration with the LRN block):")
+            out["layers"] += bench_layers(lcfg, scale, verbose, lrn_programs(lcfg, scale))
     if not args.layers_only:
         if verbose:
             print(f"Networks (target |error| <= {100 * NET_TOL:.0f} % per network, {100 * LAYER_TOL:.0f} % per layer):")

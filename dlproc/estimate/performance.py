@@ -15,11 +15,13 @@ one cycle at a time), so a GoogLeNet-sized stream takes well under a second:
   command-queue depth: read bursts are limited by the planner (2 cycles per burst), by the read
   commands that may be outstanding, and by the read credits; write bursts by the OUT reader and
   the arbiter (one grant cycle per burst). Transfers of the load, store and fetch units share the
-  bus bandwidth through a reservation calendar (see :class:`_Bus`). A STORE that starts writing
-  while a LOAD is still issuing read commands costs that LOAD a drain-and-refill bubble of its
-  read pipeline (the write burst holds the arbiter while the DDR serves the outstanding reads
-  first); which LOADs are hit is found in a first pass over the program, and a second pass times
-  the program with those bubbles;
+  bus bandwidth through a reservation calendar (see :class:`_Bus`). A STORE that writes while a
+  LOAD is still issuing read commands alternates with it on the arbiter (one write burst between
+  two read bursts; the first write burst waits for the read data in flight while holding the
+  arbiter, so the read pipeline drains and refills); the LOAD's data phase grows by the write
+  beats and the cycles the alternation loses, the STORE by the read beats between its bursts.
+  Which transfers overlap is found in a first pass over the program, and a second pass times
+  the program with those interactions (see :func:`_load_bubbles`);
 * **CONV/POOL** durations follow the engines' documented behaviour (``gateware/conv.py``,
   ``pool.py``, ``output_stage.py``): ``max(N, 3)`` cycles per tap, the accumulate-stage depth,
   the ping-pong drain of N cycles, the output-stage latency; POOL waits for all earlier compute.
@@ -150,9 +152,11 @@ class TimingParams:
     all_done_gap: int = 1  #: last output word -> the sequencer sees everything complete
     finish_end: int = 4  #: FINISH executes -> CYCLES stops counting
     token_latency: int = 1  #: a push becomes visible to a pop one cycle later
-    #: a STORE interleaving a LOAD's data costs it store_bubble_bursts * max_burst + latency /
-    #: outstanding cycles (calibrated on the RTL at 40 and 80 cycles of DDR latency)
-    store_bubble_bursts: int = 3
+    #: bus cycles without data per read/write burst pair while the arbiter alternates a LOAD and
+    #: a STORE (read grant, read command, write grant, first write cycle: 4, of which returning
+    #: read data covers about one; measured on the RTL, 4.3 per pair in the steady state of an
+    #: LRN layer at C = 4 and 3.5 over GoogLeNet's conv2/norm2)
+    pair_cycles: float = 3
     fc_lanes: int = 4  #: the FC engine's lanes F (one weight slice of F bytes per cycle)
     #: memory masters (MemoryPorts): 1 shared by all clients; 2 a read port (fetch, load) and a
     #: write port (store), each with its own ``ddr_rate``/``ddr_latency`` (see :class:`_Bus`)
@@ -203,10 +207,15 @@ def _row_bursts(start_beat: int, row_beats: int, mb: int) -> tuple[int, int, int
     return n, first, last
 
 
+#: LRNTAB: command check and TAB_CHECK before its first PRM read, and the return to IDLE (measured)
+_LRNTAB_SETUP = 4
+
+
 def _serial_work(insn: isa.Instruction, c: int, fc_lanes: int = 4) -> tuple[int, bool]:
     """(engine cycles, writes OUT) of an optional-block instruction, from the engines' docstrings:
-    ADD one word per 2 cycles, UPSAMPLE and LRN one word per cycle, LRNTAB/SMXTAB one table entry
-    (lane) per cycle, SOFTMAX 3 * cin_blocks + 65 cycles per pixel."""
+    ADD one word per 2 cycles, UPSAMPLE and LRN one word per cycle, LRNTAB C + 2 cycles per PRM
+    word (read, wait, one table entry per lane), SMXTAB one table entry (lane) per cycle, SOFTMAX
+    3 * cin_blocks + 65 cycles per pixel."""
     name = type(insn).__name__
     f = insn.__dict__
     if name == "Add":
@@ -217,7 +226,9 @@ def _serial_work(insn: isa.Instruction, c: int, fc_lanes: int = 4) -> tuple[int,
         return f["n_pix"] * f["cin_blocks"] + 12, True
     if name == "Softmax":
         return f["n_pix"] * (3 * f["cin_blocks"] + 65), True
-    if name in ("LrnTab", "SmxTab"):
+    if name == "LrnTab":  # per PRM word: TAB_READ, TAB_WAIT, then one table entry per lane
+        return f["count"] * (c + 2) + _LRNTAB_SETUP, False
+    if name == "SmxTab":
         return f["count"] * c, False
     if name == "Fc":  # dlproc.gateware.fc: setup 3, x copy, one weight slice of F bytes per cycle
         lanes = fc_lanes
@@ -283,7 +294,9 @@ class _Bus:
     def __init__(self, rate: float, ports: int = 1):
         self.rate = rate
         self.floor = 0.0
-        self.port = {"fetch": 0, "load": 0, "store": 0 if ports == 1 else 1}
+        # "mixed" holds the STORE beats that alternate with a LOAD's read bursts (one port only,
+        # see _Machine._book_mixed).
+        self.port = {"fetch": 0, "load": 0, "store": 0 if ports == 1 else 1, "mixed": 0}
         self.segs: dict[str, tuple[list[float], list[float], list[float]]] = {
             u: ([], [], []) for u in ("fetch", "load", "store")
         }
@@ -478,9 +491,12 @@ class _Machine:
         self.finish_time: float | None = None
         self._runners = {"load": self._run_load, "compute": self._run_compute, "store": self._run_store}
         self.bubbles: dict[int, float] = {}  # LOAD index -> extra data-phase cycles (second pass)
-        self.load_phase: list[tuple[float, float, int, int]] = []  # (data start, data end, index, beats)
+        #: (first read request, data start, data end, index, beats) of every LOAD
+        self.load_phase: list[tuple[float, float, float, int, int]] = []
+        self.load_rate: dict[int, float] = {}  #: LOAD index -> the read rate its own mechanics allow
         self.store_request: list[tuple[float, int]] = []  # (first write request, index) of every STORE
-        self.store_first: dict[int, float] = {}  # STORE index -> write delay (second pass)
+        #: STORE index -> (write delay, LOAD beats read between its bursts) (second pass)
+        self.store_first: dict[int, tuple[float, float]] = {}
 
     # ---- fetch --------------------------------------------------------------------------------
     def _fetch_setup(self) -> None:
@@ -598,9 +614,11 @@ class _Machine:
         # Read mechanics: one burst per planner period; at most `outstanding` commands and
         # `read_credits` beats in flight, each command retired latency + length cycles later.
         avg = beats / bursts
+        # A burst is requested only when the credits hold all of its beats: whole bursts fit.
+        credits = max(avg, math.floor(tp.read_credits / avg) * avg)
         per_burst = max(tp.planner_period, avg / tp.ddr_rate,
                         (tp.ddr_latency + avg - 1) / tp.outstanding,
-                        (tp.ddr_latency + avg) * avg / tp.read_credits)
+                        (tp.ddr_latency + avg) * avg / credits)
         # The first `outstanding` bursts are issued at the planner rate, before the queue limit bites.
         head_bursts = min(bursts, tp.outstanding) - 1
         t_req = t0 + tp.gate_to_request
@@ -608,20 +626,27 @@ class _Machine:
         # Express the transfer as a rate over the data phase so the bus can share it.
         data_start = t_req + tp.ddr_latency
         span = issue_span + avg / tp.ddr_rate
-        # A STORE that starts writing while this LOAD still issues read commands stalls its write
-        # burst until the outstanding read data has returned, holding the arbiter, so the read
-        # pipeline drains and refills: one bubble per such STORE, in which the store's beats go
-        # (found in the first pass, see simulate_program and _load_bubbles).
+        # STOREs that write while this LOAD still issues read commands alternate with it on the
+        # arbiter: the first write burst stalls behind the read data in flight (the read
+        # pipeline drains and refills), the others go between its read bursts. The bubble holds
+        # their beats and the lost cycles (found in the first pass, see _load_bubbles).
+        own = min(beats / span, tp.ddr_rate) if span > 0 else tp.ddr_rate  # its own read rate
         span += self.bubbles.get(i, 0.0)
         cap = beats / span if span > 0 else tp.ddr_rate
-        # Write bursts already planned while the read commands are being issued hold the arbiter
-        # (the arbiter alternates load and store commands, and a write burst is finished before the
-        # next command), so they push the read commands, and the data after them, back.
+        # A write burst in progress when the first read command is ready holds the arbiter (a
+        # write burst is finished before the next command): it pushes the read commands, and the
+        # data after them, back. Later write bursts alternate with read commands already in flight.
         # (With two memory ports the write bursts have a master of their own.)
-        if i not in self.bubbles and tp.mem_ports == 1:  # a bubble already holds the STORE's beats
-            data_start += self.bus.busy_beats("store", t_req, data_start) / tp.ddr_rate
-        data_end = self.bus.serve("load", data_start, beats, cap)
-        self.load_phase.append((data_start, data_end, i, beats))
+        if tp.mem_ports == 1 and i not in self.bubbles and self.bus.busy_beats("store", t_req, t_req + 1) > 0:
+            data_start += min(self.bus.busy_beats("store", t_req, data_start), tp.max_burst) / tp.ddr_rate
+        if i in self.bubbles:
+            # The bubble holds the interleaving STOREs' beats: the data phase is not slowed by
+            # them a second time.
+            data_end = self._serve_unmixed(data_start, beats, cap)
+        else:
+            data_end = self.bus.serve("load", data_start, beats, cap)
+        self.load_phase.append((t_req, data_start, data_end, i, beats))
+        self.load_rate[i] = own
         # The writer: one SRAM word per cycle, padding included; it starts 4 cycles after t0.
         hp = insn.y_size + insn.pad_top + insn.pad_bottom
         wp = insn.x_size + insn.pad_left + insn.pad_right
@@ -637,6 +662,22 @@ class _Machine:
         self.free["load"] = done + tp.load_restart
         self.idle["load"] = done + 1
         self._give(i, done)
+
+    def _book_mixed(self, t0: float, t1: float, rate: float) -> None:
+        """Book the write beats of a STORE that interleaves LOADs (second pass) on the bus, where
+        every other transfer sees them but not the LOADs whose bubbles already hold them."""
+        self.bus.segs.setdefault("mixed", ([], [], []))
+        self.bus._add("mixed", t0, t1, rate)
+
+    def _serve_unmixed(self, start: float, beats: float, cap: float) -> float:
+        """Serve a LOAD's data phase on the bus ignoring the interleaving STOREs' beats (its bubble
+        holds them)."""
+        mixed = self.bus.segs.pop("mixed", None)
+        try:
+            return self.bus.serve("load", start, beats, cap)
+        finally:
+            if mixed is not None:
+                self.bus.segs["mixed"] = mixed
 
     def _run_store(self, i: int, head: float, tok: float) -> None:
         tp = self.tp
@@ -662,10 +703,15 @@ class _Machine:
         if i in self.store_first:
             # It interleaves a LOAD that still issues read commands: the arbiter alternates
             # commands, so its write bursts go in that LOAD's bubble (which the LOAD was charged
-            # in this pass) after the read data in flight, not after the whole LOAD.
-            start = first + self.store_first[i]
-            end = start + beats / min(cap, tp.ddr_rate)
-            self.bus._add("store", start, end, min(cap, tp.ddr_rate))
+            # in this pass) after the read data in flight, not after the whole LOAD; one read
+            # burst of the LOAD goes between two of its write bursts while both have bursts.
+            delay, between = self.store_first[i]
+            start = first + delay
+            end = start + max(beats / min(cap, tp.ddr_rate), (beats + between) / tp.ddr_rate)
+            if between > 0:
+                self._book_mixed(start, end, beats / (end - start))
+            else:  # it waits for the last read data of a LOAD that is not slowed
+                self.bus._add("store", start, end, beats / (end - start))
         else:
             end = self.bus.serve("store", first, beats, cap)
         done = end + tp.store_done
@@ -791,29 +837,97 @@ def simulate_program(config: Any, program: bytes | Iterable[isa.Instruction], *,
     return second.timeline()
 
 
-def _load_bubbles(m: _Machine, tp: TimingParams) -> tuple[dict[int, float], dict[int, float]]:
-    """LOADs whose data phase a STORE's first write request fell into (in the first pass), with
-    the cycles of read-pipeline bubble that costs them; and those STOREs, with the delay of their
-    first write (the read data in flight)."""
+def _load_bubbles(m: _Machine, tp: TimingParams) -> tuple[dict[int, float], dict[int, tuple[float, float]]]:
+    """How STOREs and LOADs that overlap on the bus (in the first pass) slow each other.
+
+    Returns the extra data-phase cycles of the LOADs hit, and per interleaving STORE the delay of
+    its first write and the LOAD beats read between its write bursts (for the second pass).
+
+    The mechanism (``gateware/dma.py`` MemoryArbiter, the DDR model of ``sim/native/ddr.h``): the
+    arbiter alternates load and store commands and finishes a write burst before the next
+    command, and the DDR returns read data before it accepts write beats. So
+
+    * the first write burst waits for the read data in flight (at most the read credits, at most
+      what was requested within the DDR latency) while holding the arbiter: the LOAD's read
+      pipeline drains and has to refill (``refill``: the latency, of which the commands in flight
+      cover one ``outstanding``-th), once per LOAD;
+    * after that one write burst goes between two read bursts while both units have bursts to
+      issue: the LOAD's data phase is longer by the write beats and by ``pair_cycles`` per pair
+      (grants and command cycles without data), and the STORE takes its beats plus the read
+      beats between them. Write bursts in the DDR latency window before a LOAD's first data
+      cost nothing; a LOAD whose read commands have all been issued is not slowed at all;
+    * when the load unit goes on with the next LOAD right away, the STORE's remaining bursts
+      alternate with that LOAD's in the same way.
+
+    A LOAD that its own mechanics (credits, outstanding commands) keep below the bus rate has
+    idle bus cycles that take write bursts for free; its charges are reduced by them. In the
+    second pass the interleaved STORE's beats are booked where the LOADs whose bubbles hold them
+    do not see them (``_Machine._book_mixed``), so nothing is counted twice.
+    """
     phases = sorted(m.load_phase)
     starts = [p[0] for p in phases]
     out: dict[int, float] = {}
-    stores: dict[int, float] = {}
-    bubble = tp.store_bubble_bursts * tp.max_burst + tp.ddr_latency / tp.outstanding
+    stores: dict[int, tuple[float, float]] = {}
+    refill = tp.ddr_latency * (1 - 1 / tp.outstanding)
+    in_flight = min(tp.read_credits, tp.ddr_latency * tp.ddr_rate)
     for t, si in m.store_request:
         k = bisect.bisect_right(starts, t) - 1
-        # Only a LOAD that still has read commands to issue loses its pipeline: one whose
-        # remaining data is already in flight (within the read credits) just drains first.
         if k < 0:
             continue
-        ds, de, index, beats = phases[k]
-        if ds < t < de and (de - t) * beats / (de - ds) > tp.read_credits:
-            out[index] = out.get(index, 0.0) + bubble
-            # Its first write waits for the read data already requested (at most the load unit's
-            # read credits) -- the arbiter alternates commands, the DDR serves reads first.
-            stores[si] = tp.read_credits / tp.ddr_rate
+        tr, ds, de, index, beats = phases[k]
+        if not tr <= t < de:
+            continue
+        # A write burst granted while the first read data is still on its way waits for it too.
+        left = (de - max(t, ds)) * beats / (de - ds) if de > ds else 0.0
+        s_bursts, s_beats = _transfer_bursts(m.insns[si], tp.elem_beats["OUT"], tp)
+        s_avg = s_beats / s_bursts
+        early = min(float(s_beats), _window_beats(ds - t, s_avg, tp))
+        rest = s_beats - early
+        if rest <= 0:
+            continue
+        if t < ds:
+            # Before its first data the LOAD has requested up to its credits at once: the write
+            # burst that meets the first data waits for all of it.
+            l_first = min(float(tp.read_credits), float(beats))
+            delay = max(0.0, ds - t - early / tp.ddr_rate) + l_first / tp.ddr_rate
+        else:
+            delay = min(in_flight, left) / tp.ddr_rate
+        between = 0.0
+        between_pairs = 0.0
+        while True:
+            load = m.insns[index]
+            l_bursts, l_beats = _transfer_bursts(load, tp.elem_beats[isa.Buf(load.buf).name], tp)
+            # Read bursts the LOAD still has to request (beyond the credits it has in flight).
+            pairs = min(rest / s_avg, max(0.0, left - tp.read_credits) * l_bursts / l_beats)
+            if pairs > 0:
+                period = s_avg / tp.ddr_rate + tp.pair_cycles  # one write burst and its pair's overhead
+                # A LOAD that cannot use the whole bus (credit- or latency-bound) loses less: its
+                # idle bus cycles take write bursts without delaying its data.
+                busy = m.load_rate[index] / tp.ddr_rate
+                slack = (1.0 - busy) * (de - max(t, ds))
+                once = refill * busy if index not in out else 0.0
+                out[index] = out.get(index, 0.0) + max(0.0, pairs * period - slack) + once
+                # The data of a read command issued between two write bursts arrives a DDR latency
+                # later: only what arrives before the STORE's last write burst delays it.
+                between += max(0.0, pairs * period - tp.ddr_latency) / period * l_beats / l_bursts
+                between_pairs += pairs
+                rest -= pairs * s_avg
+            k += 1
+            if rest <= 0 or k >= len(phases) or phases[k][0] > de + tp.ddr_latency:
+                break
+            tr, ds, de, index, beats = phases[k]
+            rest -= _window_beats(ds - tr, s_avg, tp)
+            left = float(beats)
+        if between_pairs > 0:
+            between += between_pairs * tp.pair_cycles * tp.ddr_rate
+        stores[si] = (delay, between)
     return out, stores
 
+
+def _window_beats(cycles: float, s_avg: float, tp: TimingParams) -> float:
+    """Write beats that fit in ``cycles`` of a LOAD's DDR latency window (before its first read
+    data), where write bursts of ``s_avg`` beats alternate with its read commands."""
+    return max(0.0, cycles) * tp.ddr_rate * s_avg / (s_avg + tp.pair_cycles)
 
 
 _TIMING_CACHE: dict[tuple[str, int], TimingParams] = {}
