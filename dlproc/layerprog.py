@@ -489,8 +489,9 @@ def emit_instructions(steps: list[_Step], plan: Plan, *, mark_index: int | None 
 
     The token counters are balanced (all zero) at the end of the stream. Concatenating two layers'
     streams is *not* safe as is: the second layer's first loads neither wait for the first layer's
-    last stores (its input) nor for its last CONVs (the INP halves); the compiler must insert a
-    barrier there (see docs/programs.md)."""
+    last stores (its input) nor for its last CONVs (the INP halves); :func:`chain_streams` puts a
+    barrier there, the compiler's linker (``dlproc.compiler.program``) only the tokens the second
+    layer's accesses need (see docs/programs.md)."""
     emitter = _FcEmitter if plan.kind == "fc" else _Emitter  # FC: one STORE for the whole output
     return emitter(steps, plan.out_slots).stream(mark_index, finish)
 

@@ -79,13 +79,15 @@ def test_weight_prefetch_moves_loads_in_front_of_barriers():
     net = _mini_inception(np.random.default_rng(3))
     cn = compile_network(_quantize(net, (4, 10, 10)), small_config(4))
     insns = isa.decode_program(cn.instructions)
-    # "proj" follows the max pool: its first WGT load now precedes the pool's barrier, so the
-    # first LOAD of "proj" (which takes the barrier's token) is not a WGT load.
-    proj = cn.layer("proj")
-    loads = [i for i in insns[proj.insn_first:proj.insn_first + proj.insn_count] if isinstance(i, isa.Load)]
+    # "after" follows the max pool "down" (which it reads, so through a full barrier): its first
+    # WGT load now precedes the pool's barrier, so the first LOAD of "after" (which takes the
+    # barrier's token) is not a WGT load.
+    after = cn.layer("after")
+    loads = [i for i in insns[after.insn_first:after.insn_first + after.insn_count] if isinstance(i, isa.Load)]
     assert loads[0].pop_next and loads[0].buf != isa.Buf.WGT
-    pool = cn.layer("pool")
+    pool = cn.layer("down")
     before = insns[pool.insn_first:pool.insn_first + pool.insn_count]
+    assert isinstance(before[-1], isa.Pool) and before[-1].pop_next and before[-1].push_prev  # the barrier
     assert any(isinstance(i, isa.Load) and i.buf == isa.Buf.WGT for i in before)
 
 

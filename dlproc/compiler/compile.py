@@ -8,11 +8,15 @@ Passes, in order (``docs/compiler.md`` explains each):
 3. weight layout: each operation's weight and parameter images (layerprog's packing);
 4. memory planning (:mod:`.memory`): the memory map and liveness-based activation placement;
 5. tiling and emission of every operation (layerprog's planner, via :mod:`.layeremit`);
-6. linking (:mod:`.program`): barriers between operations, MARKs for the profiler, FINISH.
+6. linking (:mod:`.program`): the tokens that join operations (a weak join where the next operation
+   does not need the previous one's stores, else a full barrier), MARKs for the profiler, FINISH;
+   the linked stream is then checked by :mod:`.hazards` (every conflicting pair of accesses ordered
+   by the tokens), unless ``DLPROC_CHECK_HAZARDS=0``.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +27,7 @@ from dlproc.errors import CompileError
 from dlproc.isasim import Geometry
 from dlproc.layerprog import ConvAddrs
 
-from . import layeremit
+from . import hazards, layeremit
 from .lower import HwOp, lower
 from .memory import REGION_ALIGN, TENSOR_ALIGN, MemoryMap, Region, align, place_tensors
 from .partition import partition
@@ -329,6 +333,11 @@ def compile_network(qnet: Any, config: Any, *, base: int = 0, fold_input: bool =
             raise CompileError(f"internal error: a {type(insn).__name__} addresses {insn.dram_addr:#x} outside the "
                                f"network's memory [{base:#x}, {base + end:#x})")
 
+    if os.environ.get("DLPROC_CHECK_HAZARDS", "1") != "0":
+        problems = hazards.check_program(geom, linked.instructions)
+        if problems:
+            raise CompileError(f"internal error: the program of {qnet.name!r} has hazards: "
+                               + "; ".join(str(p) for p in problems[:3]))
     layers = _layer_table(qnet, assignments, low.ops, linked.op_ranges, groups)
     profile = [ProfileEntry(k, list(dict.fromkeys(low.ops[i].layer for i in grp)),
                             sum(low.ops[i].macs for i in grp)) for k, grp in enumerate(groups)]
@@ -347,7 +356,15 @@ def compile_network(qnet: Any, config: Any, *, base: int = 0, fold_input: bool =
         bus_bytes=geom.bus_bytes, clock_mhz=float(config.target_frequency_mhz), memory_map=mm,
         instructions=isa.encode_program(linked.instructions), conv_weights=conv_img, fc_weights=fc_img,
         layers=layers, profile=profile, input=input_entry, outputs=outputs, network_outputs=list(qnet.outputs),
-        notices=notices, notes=low.notes + _plan_notes(low.ops, plans), groups=_layer_groups(qnet, hw))
+        notices=notices, notes=low.notes + _plan_notes(low.ops, plans) + _link_notes(linked.joins),
+        groups=_layer_groups(qnet, hw))
+
+
+def _link_notes(joins: list[str]) -> list[str]:
+    if not joins:
+        return []
+    return [f"linking: {joins.count('weak')} of {len(joins)} operation boundaries joined without a full barrier "
+            "(the next operation does not wait for the previous one's stores)"]
 
 
 def _plan_notes(ops: list[HwOp], plans: list[Any]) -> list[str]:

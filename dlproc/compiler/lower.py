@@ -558,6 +558,49 @@ class _Lowerer:
                               "convolutions); it does not need conv.SegmentationBlockGeneration, which is off")
 
 
-def lower(qnet: Any, hw_names: set[str], geom: Any, boundary: set[str], fold_input: bool = True) -> Lowered:
-    """Lower the HW layers of ``qnet`` (see the module docstring)."""
-    return _Lowerer(qnet, hw_names, geom, boundary, fold_input).lower()
+def lower(qnet: Any, hw_names: set[str], geom: Any, boundary: set[str], fold_input: bool = True,
+          reorder: bool = True) -> Lowered:
+    """Lower the HW layers of ``qnet`` (see the module docstring); ``reorder`` applies
+    :func:`schedule_ops`."""
+    low = _Lowerer(qnet, hw_names, geom, boundary, fold_input).lower()
+    if reorder:
+        low.ops = schedule_ops(low.ops, low.tensors)
+    return low
+
+
+def _root(tensors: dict[str, Tensor], name: str) -> str:
+    while tensors[name].alias is not None:
+        name = tensors[name].alias[0]  # type: ignore[index]
+    return name
+
+
+def schedule_ops(ops: list[HwOp], tensors: dict[str, Tensor]) -> list[HwOp]:
+    """Reorder operations so that an operation rarely reads what the one just before it wrote.
+
+    The linker (:mod:`.program`) joins two operations without a full barrier when the second does
+    not read the first one's output (its loads may then run while the first one's stores drain);
+    in an inception block the pool branch and the 1x1 convs read the block input, so putting the
+    pool between the merged reduce convs and the 3x3/5x5 convs that read them makes every join of
+    the block but the first weak. Layers (runs of operations of one layer) are the units; a unit
+    keeps its place relative to every earlier unit it shares a DRAM tensor (root) with when either
+    writes it (so data and reuse order are unchanged); among the units that are ready, the first
+    in network order that does not read the previous unit's output is taken, else the first."""
+    units: list[list[HwOp]] = []
+    for op in ops:
+        if units and units[-1][-1].layer == op.layer:
+            units[-1].append(op)
+        else:
+            units.append([op])
+    reads = [{_root(tensors, n) for op in u for n in (op.src, op.src2) if n} for u in units]
+    writes = [{_root(tensors, op.dst) for op in u} for u in units]
+    preds = [{a for a in range(b) if writes[a] & (reads[b] | writes[b]) or reads[a] & writes[b]}
+             for b in range(len(units))]
+    done: set[int] = set()
+    order: list[int] = []
+    while len(order) < len(units):
+        ready = [b for b in range(len(units)) if b not in done and preds[b] <= done]
+        last = writes[order[-1]] if order else set()
+        pick = next((b for b in ready if not reads[b] & last), ready[0])
+        order.append(pick)
+        done.add(pick)
+    return [op for b in order for op in units[b]]

@@ -14,8 +14,11 @@ base address):
 Activations are placed by liveness: a tensor lives from the operation that first writes it to the
 last operation that reads it (a concat tensor from its first slice's writer to its last reader),
 and tensors whose lifetimes do not overlap share addresses (first fit, in order of definition).
-The program has a barrier between operations (see :mod:`dlproc.compiler.program`), so a tensor read
-last by operation i can be overwritten from operation i + 1 on.
+A tensor read last by operation i can be overwritten from operation i + 1 on: operation i+1's
+STOREs follow its compute instructions, which follow operation i's, which follow operation i's
+LOADs (each compute waits for its loads), with or without a barrier between the two. The linker
+(:mod:`dlproc.compiler.program`) does not rely on this argument alone: its hazard tracker sees
+every DRAM beat each LOAD and STORE touches and orders (or refuses) any reuse conflict.
 """
 
 from __future__ import annotations

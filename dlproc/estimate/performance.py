@@ -1099,12 +1099,15 @@ def estimate_compiled(cn: Any, config: Any = None, *, frames: int = 1,
 def layer_breakdown(cn: Any, timeline: Timeline) -> list[dict[str, Any]]:
     """Per hardware layer of a compiled network (finer than the profile entries, which the
     profile buffer's depth may merge): cycles from the previous layer's last completed store or
-    compute instruction to this layer's, its MACs and MAC utilization. Layers run one after another
-    (the compiler puts a barrier between operations), so the rows add up to the network."""
+    compute instruction to this layer's, its MACs and MAC utilization, in program order (which the
+    compiler may change from network order). Consecutive layers can overlap (a weak join lets the
+    next one load while this one's stores drain), so a row is the time by which this layer
+    extends the run; a layer that finishes before the one before it gets 0. The rows add up to
+    the network."""
     rows: list[dict[str, Any]] = []
     prev = 0.0
     c2 = timeline.c * timeline.c
-    for layer in cn.layers:
+    for layer in sorted(cn.layers, key=lambda e: e.insn_first):
         if not layer.hw or layer.insn_count == 0:
             continue
         span = range(layer.insn_first, layer.insn_first + layer.insn_count)
@@ -1112,7 +1115,7 @@ def layer_breakdown(cn: Any, timeline: Timeline) -> list[dict[str, Any]]:
         # prefetched weights (dlproc.compiler.program).
         ends = [timeline.end[i] for i in span if timeline.unit[i] != "load"]
         end = max(ends) if ends else max(timeline.end[i] for i in span)
-        cycles = int(round(end - prev))
+        cycles = int(round(max(end, prev) - prev))
         prev = max(prev, end)
         rows.append({"layer": layer.name, "op": layer.op, "cycles": cycles, "macs": int(layer.macs),
                      "utilization": layer.macs / (cycles * c2) if cycles > 0 else 0.0})
