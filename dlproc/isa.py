@@ -108,6 +108,7 @@ class ErrorCode(enum.IntEnum):
     TOKEN_OVERFLOW = 10  #: a token counter would exceed its capacity (unbalanced push/pop)
     COMPUTE = 11  #: the compute unit reported an error it has no more specific code for
     BLOCK_ABSENT = 12  #: a legal opcode whose optional block this processor was generated without
+    WRITE_RESPONSE = 13  #: a STORE burst got a SLVERR/DECODEERROR write response (ERR_ADDR: its address; 2 ports)
 
 
 # --------------------------------------------------------------------------------------------

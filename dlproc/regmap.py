@@ -71,9 +71,10 @@ PERF_COUNTERS: tuple[tuple[str, str], ...] = (
     ("COMPUTE_STALL", "cycles the compute unit waited for a dependency token"),
     ("STORE_BUSY", "cycles the store unit executed an instruction"),
     ("STORE_STALL", "cycles the store unit waited for a dependency token"),
-    ("MEM_RD_BEATS", "read data beats received on the memory master"),
-    ("MEM_WR_BEATS", "write data beats accepted on the memory master"),
-    ("MEM_WAIT", "cycles the memory master held a command or write beat under waitrequest"),
+    ("MEM_RD_BEATS", "read data beats received (on the read master mem with MemoryPorts = 2)"),
+    ("MEM_WR_BEATS", "write data beats accepted (on the write master mem1 with MemoryPorts = 2)"),
+    ("MEM_WAIT", "cycles in which a memory master held a command or write beat under waitrequest (with "
+                 "MemoryPorts = 2: either master, a cycle in which both waited counts once)"),
     ("MAC_ACTIVE", "cycles the C x C MAC array consumed an INP word (C*C MACs each; CONV and the conv-mapped layers)"),
     ("FC_MAC_ACTIVE", "cycles the FC engine's F lanes consumed a weight slice (F = fc_lanes MACs each)"),
 )

@@ -247,10 +247,13 @@ _CONTRACT_PORTS = (
 #: The second memory port of the wrapper (``MemoryPorts = 2``: the write-only master ``mem1``).
 #: The wrapper always has it, so one harness serves one- and two-port tops.
 _PORT1 = tuple((name.replace("mem__", "mem1__"), d, w) for name, d, w in _CONTRACT_PORTS if name.startswith("mem__"))
-_WRAPPER_PORTS = _CONTRACT_PORTS + _PORT1
+#: Port 1's Avalon write responses (the write master of a two-port top waits for them).
+_PORT1_RESPONSES = (("mem1__writeresponsevalid", "input", 1), ("mem1__response", "input", 2))
+_WRAPPER_PORTS = _CONTRACT_PORTS + _PORT1 + _PORT1_RESPONSES
 #: Memory signals a read-only (port 0 of a two-port top) or write-only (port 1) master lacks;
 #: the wrapper drives the missing outputs with zero and leaves the missing inputs unconnected.
-_OPTIONAL = frozenset({"mem__write", "mem__writedata", "mem__byteenable"} | {n for n, _d, _w in _PORT1})
+_OPTIONAL = frozenset({"mem__write", "mem__writedata", "mem__byteenable"}
+                      | {n for n, _d, _w in _PORT1 + _PORT1_RESPONSES})
 # Inputs that change only in CSR transactions and at reset; the wrapper samples them on in_strobe.
 _STROBED = ("rst", "csr__address", "csr__read", "csr__write", "csr__writedata")
 

@@ -32,7 +32,7 @@ from dlproc.sim.build import BuildResult, build_native
 __all__ = ["NativeSim", "SimTimeout", "DdrStats", "ProgramResult", "ABI_VERSION", "RUN_IRQ", "RUN_TIMEOUT",
            "RUN_DDR_ERROR"]
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 RUN_IRQ, RUN_TIMEOUT, RUN_DDR_ERROR, RUN_DONE = 0, 1, 2, 3
 _STATUS_NAMES = {RUN_IRQ: "irq", RUN_TIMEOUT: "timeout", RUN_DDR_ERROR: "ddr_error", RUN_DONE: "done"}
 DEFAULT_DDR_SIZE = 64 << 20
@@ -60,6 +60,7 @@ class DdrStats:
     write_bytes: int       # bytes with byteenable set
     wait_cycles: int       # cycles in which a request was held off by waitrequest
     busy_cycles: int       # read or write beats on the data bus
+    write_responses: int = 0  # write responses returned (port 1 only: the two-port write master)
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def _load(path: Path) -> ctypes.CDLL:
             "dl_mem_bytes": (ctypes.c_uint32, []),
             "dl_has_trace": (ctypes.c_int32, []),
             "dl_create": (ctypes.c_void_p, [_U64, _U64, ctypes.c_double, ctypes.c_uint32, ctypes.c_uint32,
-                                            ctypes.c_char_p]),
+                                            ctypes.c_uint32, ctypes.c_char_p]),
             "dl_free": (None, [ctypes.c_void_p]),
             "dl_trace_flush": (None, [ctypes.c_void_p]),
             "dl_reset": (None, [ctypes.c_void_p, ctypes.c_uint32]),
@@ -112,6 +113,8 @@ def _load(path: Path) -> ctypes.CDLL:
             "dl_ddr_clear_stats": (None, [ctypes.c_void_p]),
             "dl_ddr_error": (ctypes.c_int32, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32]),
             "dl_ddr_outstanding": (_U64, [ctypes.c_void_p]),
+            "dl_ddr_outstanding_responses": (_U64, [ctypes.c_void_p]),
+            "dl_ddr_set_write_error": (None, [ctypes.c_void_p, _U64, _U64, ctypes.c_uint32]),
         }
         for name, (restype, argtypes) in sig.items():
             fn = getattr(lib, name)
@@ -181,7 +184,9 @@ class NativeSim:
 
     ``config`` is a :class:`dlproc.config.ProcessorConfig`; the bus width, DDR bytes per cycle and
     read latency (of each memory port, see :class:`DdrStats`) come from it (``ddr_bytes_per_cycle``/``ddr_latency_cycles`` override them without
-    a rebuild). ``fst`` (or ``vcd``) names a waveform file to write (a separate,
+    a rebuild). Port 1 returns a write response per write burst ``ddr_write_response_latency``
+    cycles after its last beat (default: the read latency, DDRLatencyCycles); a two-port
+    processor's STOREs complete only then. ``fst`` (or ``vcd``) names a waveform file to write (a separate,
     slower build). ``ddr_base``/``ddr_size`` place the modelled memory in the byte address space;
     an access outside it stops :meth:`run` with a :class:`SimulationError`.
     """
@@ -189,7 +194,7 @@ class NativeSim:
     def __init__(self, config: Any, fst: str | Path | None = None, *, vcd: str | Path | None = None,
                  ddr_base: int = 0, ddr_size: int = DEFAULT_DDR_SIZE, queue_depth: int = 8,
                  ddr_bytes_per_cycle: float | None = None, ddr_latency_cycles: int | None = None,
-                 reset: bool = True) -> None:
+                 ddr_write_response_latency: int | None = None, reset: bool = True) -> None:
         # The DDR timing is a run-time parameter of the model: overriding it (for sensitivity
         # studies) reuses the build, whereas changing it in the config changes the config hash.
         self.config = config
@@ -197,6 +202,8 @@ class NativeSim:
         latency = config.ddr_latency_cycles if ddr_latency_cycles is None else ddr_latency_cycles
         self._setup(processor_verilog(config), top="dlproc_top", mem_bytes=config.memory_data_bytes,
                     bytes_per_cycle=float(bpc), latency=int(latency),
+                    write_response_latency=int(latency if ddr_write_response_latency is None
+                                               else ddr_write_response_latency),
                     config_hash=config.config_hash(), fst=fst, vcd=vcd, ddr_base=ddr_base, ddr_size=ddr_size,
                     queue_depth=queue_depth, reset=reset)
 
@@ -204,21 +211,25 @@ class NativeSim:
     def from_verilog(cls, verilog: str, *, top: str, mem_bytes: int, bytes_per_cycle: float, latency: int,
                      config_hash: str = "", fst: str | Path | None = None, vcd: str | Path | None = None,
                      ddr_base: int = 0, ddr_size: int = DEFAULT_DDR_SIZE, queue_depth: int = 8,
-                     reset: bool = True) -> "NativeSim":
+                     write_response_latency: int | None = None, reset: bool = True) -> "NativeSim":
         """A harness around any Verilog top level with the contract's ports (e.g. a test fixture)."""
         sim = cls.__new__(cls)
         sim.config = None
         sim._setup(verilog, top=top, mem_bytes=mem_bytes, bytes_per_cycle=bytes_per_cycle, latency=latency,
+                   write_response_latency=latency if write_response_latency is None else write_response_latency,
                    config_hash=config_hash, fst=fst, vcd=vcd, ddr_base=ddr_base, ddr_size=ddr_size,
                    queue_depth=queue_depth, reset=reset)
         return sim
 
     def _setup(self, verilog: str, *, top: str, mem_bytes: int, bytes_per_cycle: float, latency: int,
-               config_hash: str, fst: str | Path | None, vcd: str | Path | None, ddr_base: int, ddr_size: int,
-               queue_depth: int, reset: bool) -> None:
+               write_response_latency: int, config_hash: str, fst: str | Path | None, vcd: str | Path | None,
+               ddr_base: int, ddr_size: int, queue_depth: int, reset: bool) -> None:
         self._handle = None
         if fst is not None and vcd is not None:
             raise ValueError("give either fst= or vcd=, not both")
+        if write_response_latency < 0:
+            # (0 behaves as 1, like the read latency: a response comes after the burst's last beat)
+            raise ValueError(f"the write response latency must be >= 0 cycles, not {write_response_latency}")
         if bytes_per_cycle <= 0:
             raise ValueError(f"bytes_per_cycle must be > 0, not {bytes_per_cycle}")
         if ddr_size <= 0 or ddr_base < 0 or ddr_base % mem_bytes or ddr_size % mem_bytes:
@@ -237,7 +248,7 @@ class NativeSim:
         self.trace_path = trace_path
         path_arg = str(trace_path).encode() if trace_path else None
         self._handle = self._lib.dl_create(ddr_base, ddr_size, float(bytes_per_cycle), int(latency),
-                                           int(queue_depth), path_arg)
+                                           int(queue_depth), int(write_response_latency), path_arg)
         if not self._handle:
             raise SimulationError(f"could not create the simulation (DDR model of {ddr_size} bytes)")
         self.last_status = "none"
@@ -356,7 +367,7 @@ class NativeSim:
         """Traffic of memory port ``port`` (0 or 1), or of both together (``None``)."""
         if port is not None and not 0 <= port < self.ddr_ports:
             raise ValueError(f"port must be None or 0..{self.ddr_ports - 1}, not {port!r}")
-        arr = (_U64 * 8)()
+        arr = (_U64 * 9)()
         self._lib.dl_ddr_stats(self._h(), -1 if port is None else int(port), arr)
         return DdrStats(*(int(v) for v in arr))
 
@@ -373,6 +384,21 @@ class NativeSim:
     @property
     def ddr_outstanding_beats(self) -> int:
         return int(self._lib.dl_ddr_outstanding(self._h()))
+
+    @property
+    def ddr_outstanding_responses(self) -> int:
+        """Write bursts accepted on port 1 whose write response has not been returned yet."""
+        return int(self._lib.dl_ddr_outstanding_responses(self._h()))
+
+    def set_write_error(self, lo: int, hi: int, response: int = 2) -> None:
+        """Port 1 answers write bursts starting in [lo, hi) with ``response`` and writes nothing.
+
+        ``response`` is an Avalon-MM response code: 2 SLVERR or 3 DECODEERROR
+        (:class:`dlproc.gateware.avalon.Response`); ``hi <= lo`` turns the error range off.
+        """
+        if response not in (2, 3):
+            raise ValueError(f"response must be 2 (SLVERR) or 3 (DECODEERROR), not {response!r}")
+        self._lib.dl_ddr_set_write_error(self._h(), int(lo), int(hi), int(response))
 
     # ---- whole programs (processor register map) ------------------------------------------------
     def start(self, insn_base: int, insn_count: int, dma_base: int = 0, dma_limit: int = 1 << 32,

@@ -37,7 +37,7 @@ def contract_verilog(data_width: int, csr_address_bits: int = 6, burstcount_bits
     else:  # MemoryPorts = 2: read-only mem, write-only mem1
         mem_names = ("mem__address, mem__burstcount, mem__read, mem__waitrequest, mem__readdata, mem__readdatavalid,\n"
                      "  mem1__address, mem1__burstcount, mem1__write, mem1__writedata, mem1__byteenable, "
-                     "mem1__waitrequest")
+                     "mem1__waitrequest, mem1__writeresponsevalid, mem1__response")
         mem_decls = f"""  output [31:0] mem__address;
   output [{burstcount_bits - 1}:0] mem__burstcount;
   output mem__read;
@@ -50,6 +50,8 @@ def contract_verilog(data_width: int, csr_address_bits: int = 6, burstcount_bits
   output [{w - 1}:0] mem1__writedata;
   output [{w // 8 - 1}:0] mem1__byteenable;
   input mem1__waitrequest;
+  input mem1__writeresponsevalid;
+  input [1:0] mem1__response;
 """
     return f"""module dlproc_top(clk, rst, csr__address, csr__read, csr__write, csr__writedata, csr__readdata,
   {mem_names}, irq);

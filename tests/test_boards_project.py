@@ -88,8 +88,16 @@ def test_component_interfaces_match_the_verilog_ports(project) -> None:
     assert props[("mem", "addressUnits")] == "SYMBOLS"
     if two:
         assert props[("mem1", "addressUnits")] == "SYMBOLS"
+        # The write master returns AXI BRESP through the bridge: write responses are declared.
+        assert declared["mem1__writeresponsevalid"][:5] == ["mem1", "mem1__writeresponsevalid", "writeresponsevalid",
+                                                            "Input", "1"]
+        assert declared["mem1__response"][:5] == ["mem1", "mem1__response", "response", "Input", "2"]
+        assert int(props[("mem1", "maximumPendingWriteTransactions")]) >= 1
         assert {n for n in declared if n.startswith("mem__")} == {
             "mem__address", "mem__burstcount", "mem__read", "mem__waitrequest", "mem__readdata", "mem__readdatavalid"}
+    else:  # one master (DE10-Nano): writes complete on acceptance, no write responses
+        assert not any(n.endswith(("writeresponsevalid", "response")) for n in declared)
+        assert ("mem", "maximumPendingWriteTransactions") not in props
     assert props[("irq", "associatedAddressablePoint")] == "csr"
     assert ["NAME", "dlproc"] in calls_of(calls, "set_module_property")
     (fileset_file,) = calls_of(calls, "add_fileset_file")

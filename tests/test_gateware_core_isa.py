@@ -147,7 +147,7 @@ def test_error_codes_are_stable():
     assert {e.name: e.value for e in isa.ErrorCode} == {
         "NONE": 0, "ILLEGAL_OPCODE": 1, "RAN_OFF_END": 2, "DMA_FETCH": 3, "DMA_LOAD": 4,
         "DMA_STORE": 5, "SRAM_RANGE": 6, "DEADLOCK": 7, "ABORTED": 8, "ILLEGAL_FIELD": 9,
-        "TOKEN_OVERFLOW": 10, "COMPUTE": 11, "BLOCK_ABSENT": 12,
+        "TOKEN_OVERFLOW": 10, "COMPUTE": 11, "BLOCK_ABSENT": 12, "WRITE_RESPONSE": 13,
     }
 
 

@@ -4,8 +4,10 @@ serves the module).
 
 Checked here: layer programs and a small chained network are bit-exact against the golden model
 and the ISA-level simulator (every DRAM byte), each port carries only its own traffic, a STORE
-outside the DMA window stops with DMA_STORE before any write burst, ABORT drains both ports, and
-the estimator's two-port bus model follows the RTL. The configuration rules (allowed values,
+outside the DMA window stops with DMA_STORE before any write burst, ABORT drains both ports (and
+waits for every write response), a STORE completes (MARK, its token, DONE) only when the write
+responses of its bursts have returned, an error response stops the processor with WRITE_RESPONSE,
+and the estimator's two-port bus model follows the RTL. The configuration rules (allowed values,
 hash of one-port configurations unchanged) and the gateware's port lists need no build.
 """
 
@@ -78,7 +80,7 @@ def test_gateware_port_lists():
     assert set(two["mem"].signature.members) == {"address", "burstcount", "read", "waitrequest", "readdata",
                                                  "readdatavalid"}
     assert set(two["mem1"].signature.members) == {"address", "burstcount", "write", "writedata", "byteenable",
-                                                  "waitrequest"}
+                                                  "waitrequest", "writeresponsevalid", "response"}
 
 
 @pytest.mark.slow
@@ -147,7 +149,8 @@ def test_abort_drains_both_ports_then_runs_again(sim):
     sim.run(2000)                                         # to the irq: BUSY has just fallen
     before = sim.ddr_stats()
     assert sim.ddr_outstanding_beats == 0                 # BUSY fell only with both ports quiet:
-    sim.step(50)                                          # no read beat due, no write burst open
+    assert sim.ddr_outstanding_responses == 0             # no read beat or write response due,
+    sim.step(50)                                          # no write burst open
     assert sim.ddr_stats() == before
     status = sim.csr_read(regmap.offset("STATUS"))
     code = regmap.REG["STATUS"].field("ERROR_CODE")
@@ -176,15 +179,76 @@ def test_abort_inside_a_write_burst_waits_for_its_end():
         s.run(5000)
         before = s.ddr_stats(1)
         assert before.write_beats % 16 == 0               # whole bursts only (64 beats per STORE)
+        assert s.ddr_outstanding_responses == 0 and before.write_responses == before.write_cmds
         s.step(300)
         assert s.ddr_stats(1) == before and s.ddr_error is None
+
+
+def _store_mark_finish(sim, dram_addr: int = 0x10000) -> tuple[isa.Instruction, ...]:
+    """64-beat STORE (4 bursts) giving its token to FINISH, then MARK 0 behind it."""
+    prog = (isa.Store(sram_base=0, dram_addr=dram_addr, x_size=64, y_stride=64, z_stride=64, push_prev=True),
+            isa.Mark(index=0), isa.Finish(pop_next=True))
+    sim.mem_write(PROG, isa.encode_program(list(prog)))
+    return prog
+
+
+def _mark(sim, index: int = 0) -> int:
+    sim.csr_write(regmap.offset("PROF_INDEX"), index)
+    return sim.csr_read(regmap.offset("PROF_DATA_LO")) | sim.csr_read(regmap.offset("PROF_DATA_HI")) << 32
+
+
+@pytest.mark.slow
+def test_store_completes_only_when_its_write_responses_returned():
+    """The write master must wait for the write responses: with the response latency raised by
+    D cycles, the MARK behind the STORE, the STORE's token (FINISH pops it) and DONE all move by
+    D. Taking completion at the acceptance of the last beat again would leave them unchanged."""
+    from dlproc.sim.harness import NativeSim
+
+    times = {}
+    for latency in (1, 300):
+        with NativeSim(CFG2, ddr_size=DDR_SIZE, ddr_write_response_latency=latency) as s:
+            prog = _store_mark_finish(s)
+            res = s.run_program(PROG, len(prog), 0, DDR_SIZE)
+            assert res.ok, res
+            assert res.ddr_ports[1].write_cmds == res.ddr_ports[1].write_responses == 4
+            assert s.ddr_outstanding_responses == 0
+            times[latency] = (_mark(s), res.hw_cycles)
+    (mark1, done1), (mark300, done300) = times[1], times[300]
+    assert mark300 - mark1 >= 299 and done300 - done1 >= 299, times
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("response", [2, 3], ids=["SLVERR", "DECODEERROR"])
+def test_write_error_response_stops_with_write_response(sim, response):
+    """The second burst of the STORE (128 bytes per burst) gets an error response: the processor
+    stops with WRITE_RESPONSE, ERR_ADDR names that burst, BUSY falls only after every response,
+    and the next run (error range off) is clean."""
+    base = 0x20000
+    prog = _store_mark_finish(sim, base)
+    sim.set_write_error(base + 128, base + 256, response)
+    try:
+        res = sim.run_program(PROG, len(prog), 0, DDR_SIZE)
+    finally:
+        sim.set_write_error(0, 0)
+    assert res.error_code == ErrorCode.WRITE_RESPONSE, res
+    assert ErrorCode(res.error_code).name == "WRITE_RESPONSE"
+    assert sim.csr_read(regmap.offset("ERR_ADDR")) == base + 128
+    assert sim.csr_read(regmap.offset("ERR_INSN")) == 0
+    assert sim.csr_read(regmap.offset("STATUS")) & regmap.REG["STATUS"].field("BUSY").mask == 0
+    assert sim.ddr_outstanding_responses == 0 and sim.ddr_error is None
+    assert sim.csr_read(regmap.offset("PROF_COUNT")) == 0             # the MARK never ran
+    with pytest.raises(ValueError, match="SLVERR"):
+        sim.set_write_error(0, 1, 1)
+    res = sim.run_program(PROG, len(prog), 0, DDR_SIZE)
+    assert res.ok, res
 
 
 @pytest.mark.slow
 def test_estimate_follows_the_two_port_rtl(sim):
     """A max pool 1x1 moves as many bytes out as in: with two ports the stores take no read
     bandwidth. The two-port estimate must follow the RTL; the one-port model (stores sharing the
-    read bandwidth) would be far off, so the test fails if the estimator ignores the ports."""
+    read bandwidth) would be over 20 % above it (26 % here), so the test fails if the estimator
+    ignores the ports."""
     _, pool = _maxpool_1x1()
     layer, x = random_conv(np.random.default_rng(501), max_ch=10, max_hw=12)
     one = CFG2.copy()
@@ -195,7 +259,7 @@ def test_estimate_follows_the_two_port_rtl(sim):
         assert est == pytest.approx(res.hw_cycles, rel=0.05), f"{name}: estimated {est}, RTL {res.hw_cycles}"
         if name == "maxpool1x1":
             est_one = simulate_program(one, prog.instructions, insn_base=prog.insn_base).cycles
-            assert est_one > 1.3 * res.hw_cycles, (est_one, res.hw_cycles)
+            assert est_one > 1.2 * res.hw_cycles, (est_one, res.hw_cycles)
 
 
 def _chain_onnx(rng):

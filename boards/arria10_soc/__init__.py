@@ -7,7 +7,8 @@ System (Platform Designer, ``soc_system.tcl``, Quartus Prime Pro)::
     fpga_reset_n and the HPS's h2f_reset -> dlproc.reset
     arria10_hps_0.h2f_lw_axi_master --(base + 0x0)--> dlproc.csr
     dlproc.mem --> arria10_hps_0.f2sdram0_data (AXI; Platform Designer adapts the Avalon-MM master)
-    dlproc.mem1 --> arria10_hps_0.f2sdram2_data (MemoryPorts = 2 only: the write-only master)
+    dlproc.mem1 --> arria10_hps_0.f2sdram2_data (MemoryPorts = 2 only: the write-only master,
+                    with write responses: the bridge returns AXI BRESP as writeresponsevalid/response)
     dlproc.irq --> arria10_hps_0.f2h_irq0 line 0                     (GIC SPI 19)
     emif_a10_hps_0 (DDR4, 32-bit, 1066.667 MHz, 133.333 MHz reference) <-> arria10_hps_0.emif
 
@@ -24,7 +25,12 @@ Where Arria 10 differs from the DE10-Nano flow:
   DDRBytesPerCycle = 16, exactly what a port carries. (Analog Devices' public a10soc carrier
   script enables the same pair: ``F2SDRAM_PORT_CONFIG`` 6, ``F2SDRAM0_ENABLED`` and
   ``F2SDRAM2_ENABLED`` 1, an Avalon-MM master on each of ``f2sdram0_data`` and
-  ``f2sdram2_data``.) A wider master (a custom configuration) would be width-adapted by Platform
+  ``f2sdram2_data``.) A write accepted on F2SDRAM2 is not ordered with a later read on
+  F2SDRAM0, so the write master declares Avalon write responses (``writeresponsevalid``,
+  ``response``, ``maximumPendingWriteTransactions`` in ``dlproc_hw.tcl``): Platform Designer's
+  Avalon-to-AXI bridging then passes each burst's BRESP back, and a STORE completes (tokens,
+  MARK, BUSY) only when every burst's response has returned (an error response stops the
+  processor with WRITE_RESPONSE). A wider master (a custom configuration) would be width-adapted by Platform
   Designer onto the 128-bit port, which caps it at 16 bytes per processor cycle: ``dlproc build``
   says so.
 * Quartus Prime Pro: ``qsys-generate --quartus-project``, ``quartus_syn`` instead of

@@ -5,7 +5,8 @@ Verilog itself rather than from a second description, so the component can never
 the RTL. :func:`processor_ports` also checks the contract of the team (clk, rst, the ``csr__*``
 Avalon-MM slave, the ``mem__*`` burst master, irq) and says what is missing or wrong. A processor
 with ``MemoryPorts = 2`` has a read-only ``mem__*`` master (fetch, load) and a write-only
-``mem1__*`` master (store) instead of the one read/write ``mem__*``.
+``mem1__*`` master (store, with the write responses ``writeresponsevalid``/``response``) instead
+of the one read/write ``mem__*``.
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ _CONTRACT_TWO_PORTS = {
     **{k: v for k, v in _CONTRACT.items() if k not in ("mem__write", "mem__writedata", "mem__byteenable")},
     "mem1__address": ("output", 32), "mem1__burstcount": ("output", None), "mem1__write": ("output", 1),
     "mem1__writedata": ("output", None), "mem1__byteenable": ("output", None), "mem1__waitrequest": ("input", 1),
+    # Write responses (one per burst): a STORE completes when its last one returned.
+    "mem1__writeresponsevalid": ("input", 1), "mem1__response": ("input", 2),
 }
 
 

@@ -82,7 +82,7 @@ def component_tcl(ports: ProcessorPorts, verilog_file: str = f"{TOP_MODULE}.v", 
     sink, active high, synchronous on both edges because Amaranth's sync domain has a synchronous
     reset), ``csr`` (Avalon-MM slave, word addresses, fixed read latency 1, no waitrequest),
     ``mem`` (Avalon-MM master, byte addresses, bursts up to ``max_burst`` beats; with two memory
-    ports ``mem`` reads and ``mem1`` writes) and ``irq`` (interrupt sender, level, associated
+    ports ``mem`` reads and ``mem1`` writes, with write responses) and ``irq`` (interrupt sender, level, associated
     with ``csr``). Every port comes from the Verilog."""
     roles = {p.name: p.name.split("__", 1)[1] for p in ports.ports if "__" in p.name}
     lines = [
@@ -146,6 +146,15 @@ def component_tcl(ports: ProcessorPorts, verilog_file: str = f"{TOP_MODULE}.v", 
             f"set_interface_property {name} doStreamWrites false",
             f"set_interface_property {name} readLatency 0",
         ]
+        if any(roles[p.name] == "writeresponsevalid" for p in ports.interface(name)):
+            from dlproc.gateware.avalon import WRITE_RESPONSES_OUTSTANDING
+
+            # The write master waits for a write response per burst (``writeresponsevalid`` and
+            # ``response`` below), so the interconnect must return them: behind the Avalon->AXI
+            # bridge of an HPS SDRAM port they carry AXI BRESP. It has at most this many bursts
+            # without their response.
+            lines.append(f"set_interface_property {name} maximumPendingWriteTransactions "
+                         f"{WRITE_RESPONSES_OUTSTANDING}")
         for p in ports.interface(name):
             lines.append(f"add_interface_port {name} {p.name} {roles[p.name]} {_dir(p.direction)} {p.width}")
     lines += [

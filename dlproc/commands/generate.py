@@ -78,14 +78,15 @@ def manifest(config, verilog: str) -> dict:
 
 def _memory_ports(ports: int, w: int, bb: int) -> dict[str, int]:
     """The memory master port widths: one read/write ``mem``, or (MemoryPorts = 2) a read-only
-    ``mem`` and a write-only ``mem1``."""
+    ``mem`` and a write-only ``mem1`` with its write responses."""
     read = {"mem__address": 32, "mem__burstcount": bb, "mem__read": 1}
     write = {"write": 1, "writedata": w, "byteenable": w // 8}
     response = {"mem__waitrequest": 1, "mem__readdata": w, "mem__readdatavalid": 1}
     if ports == 1:
         return {**read, **{f"mem__{k}": v for k, v in write.items()}, **response}
     return {**read, **response, "mem1__address": 32, "mem1__burstcount": bb,
-            **{f"mem1__{k}": v for k, v in write.items()}, "mem1__waitrequest": 1}
+            **{f"mem1__{k}": v for k, v in write.items()}, "mem1__waitrequest": 1,
+            "mem1__writeresponsevalid": 1, "mem1__response": 2}
 
 
 def run(args: argparse.Namespace) -> int:

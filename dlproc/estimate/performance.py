@@ -161,6 +161,9 @@ class TimingParams:
     #: memory masters (MemoryPorts): 1 shared by all clients; 2 a read port (fetch, load) and a
     #: write port (store), each with its own ``ddr_rate``/``ddr_latency`` (see :class:`_Bus`)
     mem_ports: int = 1
+    #: two ports: last write beat accepted -> its write response (the harness' DDR model returns it
+    #: after DDRLatencyCycles); a STORE completes only when its last response has returned
+    write_response_latency: int = 0
 
     @classmethod
     def from_config(cls, config: Any, *, ddr_queue: int = 8) -> "TimingParams":
@@ -188,6 +191,7 @@ class TimingParams:
             read_credits=hw.read_credits, fetch_credits=2 * hw.max_burst, queue_depth=hw.queue_depth,
             outstanding=min(arb_outstanding, ddr_queue), acc_stages=acc_stages, ostage_latency=ostage,
             acc_depth=int(default_acc_depth(hw)), fc_lanes=hw.fc_lanes, mem_ports=hw.mem_ports,
+            write_response_latency=max(1, int(config.ddr_latency_cycles)) if hw.mem_ports == 2 else 0,
             elem_beats={b: hw.elem_beats(b) for b in ("INP", "WGT", "PRM", "OUT")},
         )
 
@@ -714,7 +718,7 @@ class _Machine:
                 self.bus._add("store", start, end, beats / (end - start))
         else:
             end = self.bus.serve("store", first, beats, cap)
-        done = end + tp.store_done
+        done = end + tp.store_done + tp.write_response_latency  # two ports: wait for the last response
         self.end[i] = done
         self.dma_beats[i] = beats
         self.free["store"] = done + tp.store_restart

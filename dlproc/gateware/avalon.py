@@ -15,14 +15,33 @@ Protocol summary (Avalon Interface Specifications, memory-mapped):
   ``address`` and ``burstcount``) and every further write beat are held unchanged while
   ``waitrequest`` is high and are accepted in a cycle where it is low. Read data returns in order,
   one beat per ``readdatavalid``, possibly while further commands are issued. A write burst, once
-  started, is finished before any other command is issued. Writes are complete when accepted.
+  started, is finished before any other command is issued. With one master (``MemoryPorts = 1``)
+  a write is complete when accepted: the same master/slave pair keeps reads after it in order.
+* Write master of a two-port processor (``mem1``): it also has the Avalon write-response
+  signals ``writeresponsevalid`` and ``response[1:0]``. The slave returns one response per write
+  command (per burst), in command order; ``response`` is :class:`Response`. A write counts as
+  complete only when its response has returned, because a write accepted on one port is not
+  ordered with a later read on the other port (on the Arria 10 HPS, F2SDRAM2 vs F2SDRAM0).
 """
 
 from __future__ import annotations
 
+import enum
+
 from amaranth.lib.wiring import In, Out, Signature
 
 ADDR_BITS = 32  #: byte addresses on the memory master
+#: Write bursts the write master may have issued without their response back (two ports).
+WRITE_RESPONSES_OUTSTANDING = 16
+
+
+class Response(enum.IntEnum):
+    """Avalon-MM ``response[1:0]`` encoding (the AXI BRESP/RRESP codes)."""
+
+    OKAY = 0
+    RESERVED = 1
+    SLVERR = 2  #: the slave (or, behind an AXI bridge, the HPS SDRAM controller) failed the write
+    DECODEERROR = 3  #: no slave at the address (the interconnect's default slave answered)
 
 
 def burst_bits(max_burst: int) -> int:
@@ -80,7 +99,8 @@ def ReadMemorySignature(data_width: int, max_burst: int) -> Signature:
 def WriteMemorySignature(data_width: int, max_burst: int) -> Signature:
     """A write-only Avalon-MM burst master (port 1 of a two-port processor: store).
 
-    The members of :func:`MemorySignature` without ``read``, ``readdata`` and ``readdatavalid``.
+    The members of :func:`MemorySignature` without ``read``, ``readdata`` and ``readdatavalid``,
+    plus the write responses ``writeresponsevalid`` and ``response`` (one per burst, in order).
     """
     return Signature(
         {
@@ -90,6 +110,8 @@ def WriteMemorySignature(data_width: int, max_burst: int) -> Signature:
             "writedata": Out(data_width),
             "byteenable": Out(data_width // 8),
             "waitrequest": In(1),
+            "writeresponsevalid": In(1),
+            "response": In(2),
         }
     )
 
@@ -114,22 +136,28 @@ def ReadClientSignature(data_width: int, max_burst: int) -> Signature:
     )
 
 
-def WriteClientSignature(data_width: int, max_burst: int) -> Signature:
+def WriteClientSignature(data_width: int, max_burst: int, responses: bool = False) -> Signature:
     """A write client of the memory arbiter, client's view.
 
     The client presents one burst (``req_*``) only when all its beats are buffered; after
     ``req_ready`` the arbiter takes the beats in order from ``wdata``/``wbe`` (valid while
     ``wvalid``), pulsing ``wack`` for every beat the memory accepted.
+
+    With ``responses`` (the write master of a two-port processor) the arbiter also pulses
+    ``wresp`` once per granted burst, in grant order, when its write response has returned;
+    ``wresp_err`` is high with it for a non-OKAY response and ``wresp_addr`` is that burst's
+    address. Without it the members are absent, so a one-port design is unchanged.
     """
-    return Signature(
-        {
-            "req_valid": Out(1),
-            "req_addr": Out(ADDR_BITS),
-            "req_len": Out(burst_bits(max_burst)),
-            "req_ready": In(1),
-            "wvalid": Out(1),
-            "wdata": Out(data_width),
-            "wbe": Out(data_width // 8),
-            "wack": In(1),
-        }
-    )
+    members = {
+        "req_valid": Out(1),
+        "req_addr": Out(ADDR_BITS),
+        "req_len": Out(burst_bits(max_burst)),
+        "req_ready": In(1),
+        "wvalid": Out(1),
+        "wdata": Out(data_width),
+        "wbe": Out(data_width // 8),
+        "wack": In(1),
+    }
+    if responses:
+        members |= {"wresp": In(1), "wresp_err": In(1), "wresp_addr": In(ADDR_BITS)}
+    return Signature(members)

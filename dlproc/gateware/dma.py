@@ -22,9 +22,11 @@ from amaranth.utils import exact_log2
 
 from ..isa import INSN_LAYOUT, LOAD_LAYOUT, STORE_LAYOUT, Buf, ErrorCode, HardwareParams, Opcode
 from .avalon import (
+    WRITE_RESPONSES_OUTSTANDING,
     MemorySignature,
     ReadClientSignature,
     ReadMemorySignature,
+    Response,
     WriteClientSignature,
     WriteMemorySignature,
     burst_bits,
@@ -272,12 +274,17 @@ class MemoryArbiter(wiring.Component):
 
     With ``hw.mem_ports == 2`` there are two independent masters: ``bus`` is read-only (fetch
     first, then load, with the same route FIFO) and ``wbus`` is write-only (store). Each has its
-    own command phase, so a write burst never holds up a read command and vice versa.
+    own command phase, so a write burst never holds up a read command and vice versa. The write
+    master takes Avalon write responses: a FIFO remembers the address of every granted burst
+    (at most WRITE_RESPONSES_OUTSTANDING; no grant while it is full), and each
+    ``writeresponsevalid`` retires the oldest one to the store client (``store.wresp``, with
+    ``wresp_err`` for a non-OKAY ``response`` and ``wresp_addr``).
 
     ``halt`` stops new grants; a write burst in progress still completes, as Avalon requires.
-    ``idle`` is high when no command is in progress on any master and no read data is
-    outstanding. ``bus_wait`` is high in a cycle in which a command or write beat is held off by
-    ``waitrequest`` (on either master: the MEM_WAIT counter counts such cycles once).
+    ``idle`` is high when no command is in progress on any master, no read data is outstanding
+    and (two ports) no write response is outstanding. ``bus_wait`` is high in a cycle in which a
+    command or write beat is held off by ``waitrequest`` (on either master: the MEM_WAIT counter
+    counts such cycles once).
     """
 
     def __init__(self, hw: HardwareParams, outstanding: int = 16):
@@ -293,7 +300,7 @@ class MemoryArbiter(wiring.Component):
                 **masters,
                 "fetch": In(ReadClientSignature(w, mb)),
                 "load": In(ReadClientSignature(w, mb)),
-                "store": In(WriteClientSignature(w, mb)),
+                "store": In(WriteClientSignature(w, mb, responses=hw.mem_ports == 2)),
                 "halt": In(1),
                 "idle": Out(1),
                 "rd_beat": Out(1),
@@ -383,10 +390,22 @@ class MemoryArbiter(wiring.Component):
         wlength = Signal(bb)
         beat = Signal(bb)  # write beats accepted in this burst
         m.d.comb += [wbus.address.eq(waddr), wbus.burstcount.eq(wlength)]
+        # Bursts granted whose write response has not returned, oldest first (their addresses,
+        # for ERR_ADDR). A burst enters at its grant, before its command is on the bus, so a
+        # response always finds its entry; the slave answers bursts in command order.
+        m.submodules.wresp_route = wresp = fifo.SyncFIFO(width=32, depth=WRITE_RESPONSES_OUTSTANDING)
+        m.d.comb += [
+            wresp.w_data.eq(self.store.req_addr),
+            wresp.w_en.eq(self.store.req_ready),
+            self.store.wresp_addr.eq(wresp.r_data),
+            self.store.wresp.eq(wbus.writeresponsevalid & wresp.r_rdy),
+            self.store.wresp_err.eq(wbus.response != Response.OKAY),
+            wresp.r_en.eq(wbus.writeresponsevalid),
+        ]
         wr_wait = Signal()
         with m.FSM(name="write_fsm") as write_fsm:
             with m.State("IDLE"):
-                with m.If(~self.halt & self.store.req_valid):
+                with m.If(~self.halt & self.store.req_valid & wresp.w_rdy):
                     m.d.comb += self.store.req_ready.eq(1)
                     m.d.sync += [waddr.eq(self.store.req_addr), wlength.eq(self.store.req_len), beat.eq(0)]
                     m.next = "WRITE"
@@ -396,7 +415,10 @@ class MemoryArbiter(wiring.Component):
         self._route_reads(m, rbus, route)
         m.d.comb += [
             self.bus_wait.eq(rd_wait | wr_wait),
-            self.idle.eq(read_fsm.ongoing("IDLE") & write_fsm.ongoing("IDLE") & ~route.r_rdy),
+            # Idle also needs every write response back: BUSY must not fall (and the host must
+            # not read the results) while a write may not yet be visible to other masters.
+            self.idle.eq(read_fsm.ongoing("IDLE") & write_fsm.ongoing("IDLE") & ~route.r_rdy
+                         & ~wresp.r_rdy),
         ]
 
     @staticmethod
@@ -662,8 +684,12 @@ class StoreUnit(wiring.Component):
     STORE: a reader walks the OUT words densely, one word per ``elem_beats`` cycles, and turns
     each word into bus beats (the element's bytes first, the last beat partially enabled) in a
     beat FIFO. The burst planner walks the DRAM rows; a burst is requested only once the FIFO
-    holds all of its beats, so the arbiter can stream it without gaps. The instruction completes
-    when the last beat has been accepted by the memory (Avalon writes complete on acceptance).
+    holds all of its beats, so the arbiter can stream it without gaps. With one memory master the
+    instruction completes when the last beat has been accepted (the same master/slave pair keeps
+    later reads in order). With two (``MemoryPorts = 2``) a later LOAD reads on the other master,
+    which an accepted write is not ordered with, so the instruction completes only when the write
+    response of every one of its bursts has returned; a non-OKAY response stops the unit with
+    WRITE_RESPONSE and ERR_ADDR = that burst's first byte address.
 
     MARK: executes in order behind the STOREs before it, so when it starts every earlier store is
     complete; it writes the cycle counter into profile entry ``index``.
@@ -676,7 +702,7 @@ class StoreUnit(wiring.Component):
             {
                 "insn": In(stream.Signature(INSN_LAYOUT)),
                 "done": Out(1),
-                "mem": Out(WriteClientSignature(w, mb)),
+                "mem": Out(WriteClientSignature(w, mb, responses=hw.mem_ports == 2)),
                 "out_r": In(read_port_signature(hw, "OUT")),
                 "win_base": In(32),
                 "win_limit": In(32),
@@ -723,6 +749,14 @@ class StoreUnit(wiring.Component):
             pending.eq(pending + granted - self.mem.wack),
             avail.eq(avail + beats.w_en - granted),
         ]
+        # Two ports: bursts granted whose write response has not returned. The grant is counted
+        # one cycle late like the beats; a response can only follow the burst's last beat, which
+        # is accepted after that, so the counter never goes below zero and is exact whenever
+        # ``pending`` is zero.
+        if hw.mem_ports == 2:
+            resp_pending = Signal(range(WRITE_RESPONSES_OUTSTANDING + 1))
+            m.d.sync += resp_pending.eq(resp_pending + (granted != 0) - self.mem.wresp)
+            responses_done = resp_pending == 0
 
         ins = Signal(STORE_LAYOUT)
         y_step = Signal(STEP_BITS)
@@ -828,13 +862,24 @@ class StoreUnit(wiring.Component):
                                 m.d.sync += [yc.eq(0), zc.eq(zc + 1)]
                                 with m.If(zc + 1 == ins.z_size):
                                     m.d.sync += reading.eq(0)
-                with m.If(planner.error):
+                finished = ~reading & ~word_valid & ~planner.busy & ~beats.r_rdy & (pending == 0)
+                if hw.mem_ports == 2:
+                    # An error response is checked first; it only arrives while RUN waits for
+                    # this instruction's responses (or later, in ERROR, where it is dropped).
+                    finished = finished & responses_done
+                    with m.If(self.mem.wresp & self.mem.wresp_err):
+                        _latch_error(m, self, ErrorCode.WRITE_RESPONSE, self.mem.wresp_addr)
+                        m.next = "ERROR"
+                    chain = m.Elif
+                else:
+                    chain = m.If
+                with chain(planner.error):
                     _latch_error(m, self, ErrorCode.DMA_STORE, planner.err_addr)
                     m.next = "ERROR"
                 with m.Elif(planner.misaligned):
                     _latch_error(m, self, ErrorCode.ILLEGAL_FIELD, planner.err_addr)
                     m.next = "ERROR"
-                with m.Elif(~reading & ~word_valid & ~planner.busy & ~beats.r_rdy & (pending == 0)):
+                with m.Elif(finished):
                     m.next = "DONE"
             with m.State("DONE"):
                 m.d.comb += self.done.eq(1)

@@ -11,7 +11,8 @@ Ports (Verilog names after flattening):
 * With ``MemoryPorts = 2`` (``hw.mem_ports``) the memory master is split in two: ``mem__*`` is
   read-only (``address``, ``burstcount``, ``read``, ``waitrequest``, ``readdata``,
   ``readdatavalid``; fetch and load) and ``mem1__*`` write-only (``address``, ``burstcount``,
-  ``write``, ``writedata``, ``byteenable``, ``waitrequest``; store), each ``W`` bits wide.
+  ``write``, ``writedata``, ``byteenable``, ``waitrequest``, and the write responses
+  ``writeresponsevalid``, ``response[2]``; store), each ``W`` bits wide.
 * ``irq``: level, high while (STATUS.DONE or STATUS.ERROR) and CTRL.IRQ_EN.
 
 Structure::
@@ -26,8 +27,9 @@ Control: START (while idle) pulses ``clear``, a synchronous reset of every datap
 run begins from a clean state, then RUN. The run ends on DONE (FINISH reached and every unit
 idle), on the first error of any unit, or on ABORT. In all three cases the control first
 *drains*: the arbiter grants nothing new, finishes a write burst in progress (Avalon bursts cannot
-be abandoned) and collects every outstanding read beat; only then is BUSY cleared, so the bus is
-quiet whenever the host sees the processor idle (with two masters: both are quiet).
+be abandoned) and collects every outstanding read beat and (two masters) every outstanding write response; only
+then is BUSY cleared, so the bus is quiet whenever the host sees the processor idle (with two
+masters: both are quiet, and every write is visible to the host's reads).
 """
 
 from __future__ import annotations

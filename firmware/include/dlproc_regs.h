@@ -123,13 +123,13 @@
 /* STORE_STALL (RO): cycles the store unit waited for a dependency token */
 #define DLPROC_REG_STORE_STALL 0x26u
 
-/* MEM_RD_BEATS (RO): read data beats received on the memory master */
+/* MEM_RD_BEATS (RO): read data beats received (on the read master mem with MemoryPorts = 2) */
 #define DLPROC_REG_MEM_RD_BEATS 0x27u
 
-/* MEM_WR_BEATS (RO): write data beats accepted on the memory master */
+/* MEM_WR_BEATS (RO): write data beats accepted (on the write master mem1 with MemoryPorts = 2) */
 #define DLPROC_REG_MEM_WR_BEATS 0x28u
 
-/* MEM_WAIT (RO): cycles the memory master held a command or write beat under waitrequest */
+/* MEM_WAIT (RO): cycles in which a memory master held a command or write beat under waitrequest (with MemoryPorts = 2: either master, a cycle in which both waited counts once) */
 #define DLPROC_REG_MEM_WAIT 0x29u
 
 /* MAC_ACTIVE (RO): cycles the C x C MAC array consumed an INP word (C*C MACs each; CONV and the conv-mapped layers) */
@@ -166,5 +166,6 @@
 #define DLPROC_ERR_TOKEN_OVERFLOW 10
 #define DLPROC_ERR_COMPUTE 11
 #define DLPROC_ERR_BLOCK_ABSENT 12
+#define DLPROC_ERR_WRITE_RESPONSE 13
 
 #endif /* DLPROC_REGS_H */

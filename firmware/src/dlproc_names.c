@@ -44,6 +44,9 @@ const char *dlproc_hw_error_name(uint32_t code) {
 #ifdef DLPROC_ERR_BLOCK_ABSENT
     case DLPROC_ERR_BLOCK_ABSENT: return "BLOCK_ABSENT";
 #endif
+#ifdef DLPROC_ERR_WRITE_RESPONSE
+    case DLPROC_ERR_WRITE_RESPONSE: return "WRITE_RESPONSE";
+#endif
     default: return "UNKNOWN";
     }
 }

@@ -220,7 +220,8 @@ static int processor_error(dlproc_rt *rt, uint32_t status, dlproc_error *err) {
     uint32_t insn = rd(rt, DLPROC_REG_ERR_INSN), addr = rd(rt, DLPROC_REG_ERR_ADDR);
     const dlproc_net_layer *l = dlproc_net_layer_of_insn(&rt->net, insn);
     char where[128] = "";
-    if (code == DLPROC_ERR_DMA_FETCH || code == DLPROC_ERR_DMA_LOAD || code == DLPROC_ERR_DMA_STORE)
+    if (code == DLPROC_ERR_DMA_FETCH || code == DLPROC_ERR_DMA_LOAD || code == DLPROC_ERR_DMA_STORE ||
+        code == DLPROC_ERR_WRITE_RESPONSE)
         snprintf(where, sizeof where, ", address 0x%08x (window [0x%llx, 0x%llx))", addr,
                  (unsigned long long)rt->net.base, (unsigned long long)(rt->net.base + rt->net.end));
     fail(err, DLPROC_E_PROC, "the processor stopped with error %s (code %u) at instruction %u%s%s%s%s",

@@ -19,19 +19,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The harness C API, as defined (extern "C") in sim/native/harness.cpp, ABI version 2.  There is
+/* The harness C API, as defined (extern "C") in sim/native/harness.cpp, ABI version 3.  There is
  * no shared header yet, so the prototypes are declared here as function-pointer types; the ABI
  * version check below catches a drift. (Version 2 added per-port DDR statistics for processors
- * with two memory masters; the functions used here are unchanged. A two-master processor needs
- * nothing else from the HAL: both masters address the same memory, which dl_mem_write/read reach.) */
-#define HARNESS_ABI 2
+ * with two memory masters; version 3 the write-response latency argument of dl_create. A
+ * two-master processor needs nothing else from the HAL: both masters address the same memory,
+ * which dl_mem_write/read reach.) */
+#define HARNESS_ABI 3
 #define DL_IRQ 0
 #define DL_TIMEOUT 1
 #define DL_DDR_ERROR 2
 typedef int32_t (*dl_abi_version_fn)(void);
 typedef uint32_t (*dl_mem_bytes_fn)(void);
 typedef void *(*dl_create_fn)(uint64_t ddr_base, uint64_t ddr_size, double bytes_per_cycle, uint32_t latency,
-                              uint32_t queue_depth, const char *trace_path);
+                              uint32_t queue_depth, uint32_t wr_resp_latency, const char *trace_path);
 typedef void (*dl_free_fn)(void *h);
 typedef void (*dl_reset_fn)(void *h, uint32_t cycles);
 typedef int32_t (*dl_mem_write_fn)(void *h, uint64_t addr, const uint8_t *data, uint64_t n);
@@ -163,7 +164,8 @@ int dlproc_hal_open(int nopts, char *const *opts, dlproc_hal **out, char *err, s
         dlproc_set_err(err, errlen, "ddr_base and ddr_size must be multiples of the %u-byte memory bus", mb);
         goto fail;
     }
-    h->sim = create(h->ddr_base, h->ddr_size, bpc, (uint32_t)latency, (uint32_t)qdepth, NULL);
+    /* Write responses (port 1, two-master processors) come after the read latency, as in NativeSim. */
+    h->sim = create(h->ddr_base, h->ddr_size, bpc, (uint32_t)latency, (uint32_t)qdepth, (uint32_t)latency, NULL);
     if (!h->sim) {
         dlproc_set_err(err, errlen, "the harness could not create a %llu-byte DDR model",
                        (unsigned long long)h->ddr_size);

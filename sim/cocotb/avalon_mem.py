@@ -8,7 +8,14 @@ tolerate:
 * ``waitrequest`` is asserted at random (probability ``wait_prob``) and whenever
   ``max_outstanding`` read commands are in flight;
 * each read command's latency is drawn from ``latency`` (inclusive range, cycles from acceptance
-  to the first beat), and each further beat gets a random bubble with probability ``gap_prob``.
+  to the first beat), and each further beat gets a random bubble with probability ``gap_prob``;
+* a master with write responses (``writeresponsevalid`` and ``response``: the write master
+  ``mem1__`` of a ``MemoryPorts = 2`` processor) gets one response per write burst, in burst
+  order, at most one per cycle, a random ``response_latency`` (inclusive range, default
+  ``latency``) after the burst's last beat was accepted. The response is OKAY (0) unless the
+  burst starts inside ``error_range`` (``(lo, hi)``, settable): then it is ``error_response``
+  (2 SLVERR, 3 DECODEERROR) and the burst's data is dropped. ``responses`` records
+  ``(cycle driven, burst address, code)`` for every response.
 
 It checks the master's side of the protocol and records every violation in ``errors`` (the bench
 asserts the list is empty): a request held under ``waitrequest`` must stay asserted and unchanged;
@@ -48,10 +55,11 @@ class Command:
 class AvalonMemoryModel:
     def __init__(self, dut, prefix: str, clock, reset, memory: bytearray, *, base: int = 0,
                  rng: random.Random | None = None, wait_prob: float = 0.3, latency: tuple[int, int] = (1, 12),
-                 gap_prob: float = 0.2, max_outstanding: int = 4, max_burst: int | None = None) -> None:
+                 gap_prob: float = 0.2, max_outstanding: int = 4, max_burst: int | None = None,
+                 response_latency: tuple[int, int] | None = None) -> None:
         self.sig = {name: getattr(dut, prefix + name, None) for name in (
             "address", "burstcount", "read", "write", "writedata", "byteenable",
-            "waitrequest", "readdata", "readdatavalid")}
+            "waitrequest", "readdata", "readdatavalid", "writeresponsevalid", "response")}
         for required in ("address", "burstcount", "waitrequest"):
             if self.sig[required] is None:
                 raise AttributeError(f"the DUT has no {prefix}{required}")
@@ -76,11 +84,22 @@ class AvalonMemoryModel:
         self._wr_addr = 0
         self._wr_left = 0
         self._task = None
+        # Write responses (only if the master has writeresponsevalid).
+        self.response_latency = response_latency or latency
+        self.error_range: tuple[int, int] = (0, 0)
+        self.error_response = 2
+        self.responses: list[tuple[int, int, int]] = []
+        self.last_write_cycle = 0  # cycle in which the last write beat was accepted
+        self._pending_responses: deque[tuple[int, int, int]] = deque()  # (ready cycle, address, code)
+        self._wr_start = 0
+        self._wr_code = 0
 
     def start(self) -> None:
         self._drive("waitrequest", 1)
         self._drive("readdatavalid", 0)
         self._drive("readdata", 0)
+        self._drive("writeresponsevalid", 0)
+        self._drive("response", 0)
         self._task = cocotb.start_soon(self._run())
 
     def _drive(self, name: str, value: int) -> None:
@@ -132,15 +151,23 @@ class AvalonMemoryModel:
             self.commands.append(Command("write", address, burst))
             if not self._check_range("write", address, burst):
                 return
-            self._wr_addr, self._wr_left = address, burst
+            self._wr_addr, self._wr_left, self._wr_start = address, burst, address
+            lo, hi = self.error_range
+            self._wr_code = self.error_response if lo <= address < hi else 0
         offset = self._wr_addr - self.base
         raw = data.to_bytes(self.bus_bytes, "little")
         for lane in range(self.bus_bytes):
-            if (byteenable >> lane) & 1:
+            if (byteenable >> lane) & 1 and self._wr_code == 0:
                 self.memory[offset + lane] = raw[lane]
         self.write_beats += 1
+        self.last_write_cycle = self._cycle
         self._wr_addr += self.bus_bytes
         self._wr_left -= 1
+        if self._wr_left == 0 and self.sig["writeresponsevalid"] is not None:
+            # Driven after edge r, sampled at edge r + 1: latency L from the accepting edge.
+            ready = max(self._cycle + self.rng.randint(*self.response_latency) - 1,
+                        (self._pending_responses[-1][0] + 1) if self._pending_responses else 0)
+            self._pending_responses.append((ready, self._wr_start, self._wr_code))
 
     # ---- the clocked process ------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -151,6 +178,8 @@ class AvalonMemoryModel:
             if self.reset is not None and int(self.reset.value):
                 self._beats.clear()
                 self._cmds_in_flight.clear()
+                self._pending_responses.clear()
+                self._drive("writeresponsevalid", 0)
                 self._wr_left = 0
                 self._held = None
                 self._drive("readdatavalid", 0)
@@ -185,6 +214,14 @@ class AvalonMemoryModel:
                 self.read_beats += 1
             else:
                 self._drive("readdatavalid", 0)
+            # Write response for the next cycle.
+            if self._pending_responses and self._pending_responses[0][0] <= self._cycle:
+                _, address, code = self._pending_responses.popleft()
+                self.responses.append((self._cycle, address, code))
+                self._drive("response", code)
+                self._drive("writeresponsevalid", 1)
+            else:
+                self._drive("writeresponsevalid", 0)
             self._waiting = (self.rng.random() < self.wait_prob
                              or len(self._cmds_in_flight) >= self.max_outstanding)
             s["waitrequest"].value = int(self._waiting)

@@ -6,10 +6,15 @@ a 1x1 max pool (LOAD, POOL, STORE) must reproduce its input exactly, a random co
 match the golden model, and LOAD/STORE/fetch addresses outside the DMA window must stop the
 processor with the right error code without any bus transaction to them. A ``MemoryPorts = 2``
 processor gets one randomized model per master (reads on ``mem__``, writes on ``mem1__``, one
-memory), and the benches check that each port carries only its own kind of command.
+memory), and the benches check that each port carries only its own kind of command; two more
+benches (two ports only, skipped otherwise) check that a STORE completes only when its write
+responses have returned (MARK and DONE come after the last response, under long random response
+latencies) and that an error response stops the processor with WRITE_RESPONSE.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -19,10 +24,12 @@ from dlproc import isa
 from dlproc.golden import ops
 from dlproc.layerprog import ConvLayer, PoolLayer, build_conv_program, build_pool_program
 from dlproc.numerics import requantize
-from dlproc.sim.cocotb.common import bench_config, get_field, setup
+from dlproc.sim.cocotb.common import CONFIG_ENV, bench_config, get_field, mask, setup
 
 MEM_SIZE = 1 << 18
 PROG = 0x200
+#: the write-response benches need the write master of a MemoryPorts = 2 processor
+ONE_PORT = CONFIG_ENV not in os.environ or bench_config().memory_ports != 2
 
 
 def load_image(bench, prog) -> None:
@@ -117,4 +124,74 @@ async def dma_window_violations_issue_no_transaction(dut):
     status, _ = await bench.run_program(0x30000, 1, *window, limit=20_000)
     assert get_field(status, "STATUS", "ERROR_CODE") == isa.ErrorCode.DMA_FETCH
     assert len(bench.commands) == before
+    assert bench.errors == [], bench.errors
+
+
+def _store_mark_finish(base: int) -> list:
+    """A 64-beat STORE (several bursts) giving its token to FINISH, MARK 0 behind it."""
+    return [isa.Store(sram_base=0, dram_addr=base, x_size=64, y_stride=64, z_stride=64, push_prev=True),
+            isa.Mark(index=0), isa.Finish(pop_next=True)]
+
+
+async def _start(bench, count: int, window: tuple[int, int]) -> int:
+    """Start the program at PROG; return the write port's cycle at the START write."""
+    await bench.write("CTRL", mask("CTRL", "ACK"))
+    await bench.write("INSN_BASE", PROG)
+    await bench.write("INSN_COUNT", count)
+    await bench.write("DMA_BASE", window[0])
+    await bench.write("DMA_LIMIT", window[1])
+    await bench.write("CTRL", mask("CTRL", "START") | mask("CTRL", "IRQ_EN"))
+    return bench.mem1._cycle
+
+
+@cocotb.test(timeout_time=10, timeout_unit="ms", skip=ONE_PORT)
+async def store_completes_only_after_its_write_responses(dut):
+    """MARK (which runs once every earlier STORE is complete), the STORE's token (FINISH pops it)
+    and DONE must all come after the last write response, which arrives 60..120 cycles after the
+    last beat was accepted: taking completion at the acceptance would put them before it."""
+    bench = await setup(dut, MEM_SIZE, wait_prob=0.3, latency=(1, 8), response_latency=(60, 120))
+    w = bench.mem1
+    for k in range(2):
+        base = 0x8000 + k * 0x1000
+        insns = _store_mark_finish(base)
+        _program(bench, insns)
+        first = len(w.responses)
+        start = await _start(bench, len(insns), (0, MEM_SIZE))
+        await bench.wait_irq(20_000)
+        status = await bench.read("STATUS")
+        assert get_field(status, "STATUS", "DONE") == 1, hex(status)
+        responses = w.responses[first:]
+        assert [a for _, a, _ in responses] == [c.address for c in w.commands[-len(responses):]]
+        assert len(responses) >= 2 and all(code == 0 for _, _, code in responses)
+        last_response = responses[-1][0] - start          # in CYCLES' time base, within a cycle or two
+        assert responses[-1][0] - w.last_write_cycle >= 59
+        await bench.write("PROF_INDEX", 0)
+        mark = await bench.read("PROF_DATA_LO")
+        cycles = await bench.read("CYCLES_LO")
+        assert mark >= last_response - 2, (mark, last_response, w.last_write_cycle - start)
+        assert cycles > mark
+    assert bench.errors == [], bench.errors
+
+
+@cocotb.test(timeout_time=10, timeout_unit="ms", skip=ONE_PORT)
+async def write_error_response_stops_the_processor(dut):
+    """SLVERR and DECODEERROR on the second burst of a STORE: WRITE_RESPONSE, ERR_ADDR names the
+    burst, BUSY falls only once every response is back, the MARK never runs."""
+    bench = await setup(dut, MEM_SIZE, wait_prob=0.3, latency=(1, 8), response_latency=(1, 40))
+    w = bench.mem1
+    burst_bytes = w.max_burst * w.bus_bytes
+    for code in (2, 3):
+        base = 0x8000
+        insns = _store_mark_finish(base)
+        _program(bench, insns)
+        w.error_range, w.error_response = (base + burst_bytes, base + 2 * burst_bytes), code
+        await _start(bench, len(insns), (0, MEM_SIZE))
+        await bench.wait_irq(20_000)
+        w.error_range = (0, 0)
+        status = await bench.read("STATUS")
+        assert get_field(status, "STATUS", "ERROR_CODE") == isa.ErrorCode.WRITE_RESPONSE, hex(status)
+        assert get_field(status, "STATUS", "BUSY") == 0
+        assert await bench.read("ERR_ADDR") == base + burst_bytes
+        assert not w._pending_responses and not w._wr_left           # BUSY fell with the port quiet
+        assert await bench.read("PROF_COUNT") == 0
     assert bench.errors == [], bench.errors

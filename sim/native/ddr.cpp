@@ -11,9 +11,10 @@ namespace {
 constexpr int64_t kCreditScale = 1024;
 }
 
-DdrModel::DdrModel(const DdrParams& params, DdrMemory& mem, std::string label)
-    : params_(params), mem_(mem), label_(std::move(label)) {
+DdrModel::DdrModel(const DdrParams& params, DdrMemory& mem, std::string label, bool write_responses)
+    : params_(params), mem_(mem), label_(std::move(label)), write_responses_(write_responses) {
     if (params_.latency < 1) params_.latency = 1;
+    if (params_.wr_resp_latency < 1) params_.wr_resp_latency = 1;
     if (params_.queue_depth < 1) params_.queue_depth = 1;
     beat_cost_ = int64_t(params_.bus_bytes) * kCreditScale;
     credit_per_cycle_ = int64_t(params_.bytes_per_cycle * kCreditScale + 0.5);
@@ -24,6 +25,7 @@ DdrModel::DdrModel(const DdrParams& params, DdrMemory& mem, std::string label)
 
 void DdrModel::reset() {
     reads_.clear();
+    responses_.clear();
     wr_remaining_ = 0;
     credit_ = std::min(credit_per_cycle_, credit_cap_);
 }
@@ -94,12 +96,15 @@ void DdrModel::commit(const DdrRequest& req, uint64_t cycle) {
         if (!check_burst(req.address, req.burstcount, "write", cycle)) return;
         wr_address_ = req.address;
         wr_remaining_ = req.burstcount;
+        const bool failed = write_responses_ && req.address >= err_lo_ && req.address < err_hi_;
+        wr_drop_ = failed;
+        wr_code_ = failed ? err_code_ : uint8_t(DDR_RESP_OKAY);
     }
     uint8_t* dst = mem_.bytes.data() + (wr_address_ - params_.base);
     uint32_t enabled = 0;
     for (uint32_t i = 0; i < params_.bus_bytes; ++i) {
         if (req.byteenable[i]) {
-            dst[i] = req.writedata[i];
+            if (!wr_drop_) dst[i] = req.writedata[i];
             ++enabled;
         }
     }
@@ -108,7 +113,22 @@ void DdrModel::commit(const DdrRequest& req, uint64_t cycle) {
     ++stats_.busy_cycles;
     stats_.write_bytes += enabled;
     wr_address_ += params_.bus_bytes;
-    --wr_remaining_;
+    if (--wr_remaining_ == 0 && write_responses_)
+        responses_.push_back(WriteResponse{cycle + params_.wr_resp_latency, wr_code_});
+}
+
+void DdrModel::set_write_error(uint64_t lo, uint64_t hi, uint8_t response) {
+    err_lo_ = lo;
+    err_hi_ = hi;
+    err_code_ = response;
+}
+
+bool DdrModel::advance_response(uint8_t* response, uint64_t next_cycle) {
+    if (responses_.empty() || responses_.front().ready_cycle > next_cycle) return false;
+    *response = responses_.front().code;
+    responses_.pop_front();
+    ++stats_.write_responses;
+    return true;
 }
 
 bool DdrModel::advance(uint8_t* readdata, uint64_t next_cycle) {

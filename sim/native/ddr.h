@@ -10,7 +10,9 @@
 //                     value is the inverse of waitrequest for this cycle;
 //   2. commit(req)    after the rising edge, if the request was accepted;
 //   3. advance(data)  to move to the next cycle; it returns readdatavalid for the next cycle and
-//                     fills the read beat.
+//                     fills the read beat;
+//   4. advance_response(resp)  (a port with write responses) returns writeresponsevalid for the
+//                     next cycle and fills response[1:0].
 //
 // Timing model (all values from ProcessorConfig):
 //   * read latency: a read command accepted in cycle t returns its first beat in cycle
@@ -21,7 +23,12 @@
 //     inserts bubbles, when it is larger the bus (one beat per cycle) is the limit. Read returns
 //     have priority over write acceptance;
 //   * command queue: at most queue_depth read commands may be outstanding; a further read command
-//     sees waitrequest until the oldest one has returned all its beats.
+//     sees waitrequest until the oldest one has returned all its beats;
+//   * write responses (only a port made with write_responses, the write master mem1 of a two-port
+//     processor): one response per write burst, in burst order, at the earliest wr_resp_latency
+//     cycles (>= 1) after the burst's last beat was accepted, at most one per cycle. The response
+//     is OKAY unless the burst starts inside the error range (set_write_error): then it is that
+//     code (SLVERR or DECODEERROR) and the burst's data is dropped, as a failed write would be.
 // Protocol checks (first error is latched, the harness stops the run): address out of the modelled
 // range, address not aligned to the bus width, burstcount of zero, a read command in the middle of
 // a write burst.
@@ -41,6 +48,7 @@ struct DdrParams {
     double bytes_per_cycle;   // sustained DDR throughput
     uint32_t latency;         // cycles from read command to first beat (>= 1)
     uint32_t queue_depth;     // outstanding read commands (>= 1)
+    uint32_t wr_resp_latency; // cycles from a write burst's last beat to its response (>= 1)
 };
 
 struct DdrStats {
@@ -52,6 +60,7 @@ struct DdrStats {
     uint64_t write_bytes;     // bytes with byteenable set
     uint64_t wait_cycles;     // cycles with a request held off by waitrequest
     uint64_t busy_cycles;     // cycles with a beat on the data bus
+    uint64_t write_responses; // write responses returned (ports with write responses)
 };
 
 enum DdrErrorCode : int32_t {
@@ -60,6 +69,13 @@ enum DdrErrorCode : int32_t {
     DDR_MISALIGNED = 2,
     DDR_ZERO_BURST = 3,
     DDR_PROTOCOL = 4,
+};
+
+// Avalon-MM response[1:0] (the AXI BRESP codes).
+enum DdrResponse : uint8_t {
+    DDR_RESP_OKAY = 0,
+    DDR_RESP_SLVERR = 2,
+    DDR_RESP_DECODEERROR = 3,
 };
 
 struct DdrRequest {
@@ -81,7 +97,7 @@ class DdrModel {
 public:
     // `mem` must outlive the model and hold params.size bytes; `label` prefixes error messages
     // (empty for port 0, so single-port messages read as before).
-    DdrModel(const DdrParams& params, DdrMemory& mem, std::string label = "");
+    DdrModel(const DdrParams& params, DdrMemory& mem, std::string label = "", bool write_responses = false);
 
     const DdrParams& params() const { return params_; }
     uint8_t* memory() { return mem_.bytes.data(); }
@@ -94,6 +110,9 @@ public:
     void commit(const DdrRequest& req, uint64_t cycle);
     void note_wait() { ++stats_.wait_cycles; }
     bool advance(uint8_t* readdata, uint64_t next_cycle);
+    bool advance_response(uint8_t* response, uint64_t next_cycle);
+    // Write bursts starting in [lo, hi) get `response` (hi <= lo: none do).
+    void set_write_error(uint64_t lo, uint64_t hi, uint8_t response);
 
     const DdrStats& stats() const { return stats_; }
     void clear_stats() { stats_ = DdrStats{}; }
@@ -101,8 +120,13 @@ public:
     const std::string& error_message() const { return error_msg_; }
     uint64_t outstanding_read_beats() const;
     bool write_burst_open() const { return wr_remaining_ != 0; }
+    uint64_t outstanding_write_responses() const { return responses_.size(); }
 
 private:
+    struct WriteResponse {
+        uint64_t ready_cycle;
+        uint8_t code;
+    };
     struct ReadCmd {
         uint64_t address;
         uint32_t beats_left;
@@ -123,6 +147,12 @@ private:
     int64_t beat_cost_ = 0;
     uint64_t wr_address_ = 0;
     uint32_t wr_remaining_ = 0;
+    bool write_responses_ = false;
+    bool wr_drop_ = false;  // the open burst got an error response: its beats are not written
+    uint8_t wr_code_ = DDR_RESP_OKAY;
+    uint64_t err_lo_ = 0, err_hi_ = 0;
+    uint8_t err_code_ = DDR_RESP_OKAY;
+    std::deque<WriteResponse> responses_;
     DdrStats stats_{};
     int32_t error_ = DDR_OK;
     std::string error_msg_;

@@ -11,7 +11,9 @@
 // always has two full memory ports, mem__* (port 0) and mem1__* (port 1); it ties the outputs a
 // top level does not have to zero. A one-port top uses mem__* for everything and leaves port 1
 // quiet; a two-port top (MemoryPorts = 2) reads on mem__* and writes on mem1__*. Each port has its
-// own DDR model (bandwidth, latency, command queue) over one shared memory array.
+// own DDR model (bandwidth, latency, command queue) over one shared memory array. Port 1 also
+// returns Avalon write responses (mem1__writeresponsevalid, mem1__response[1:0]), one per write
+// burst after the write-response latency (dl_create), which a two-port top waits for.
 //
 // Build-time defines (set by sim/build.py):
 //   DL_MEM_BYTES    memory bus width in bytes (W / 8)
@@ -24,7 +26,8 @@
 //   DDR decides      waitrequest for this cycle from the request, per port (a combinational slave);
 //   clk=1, eval      the rising edge; the DUT samples waitrequest/readdata/readdatavalid;
 //   DDR commits      the accepted transfers (port 0, then port 1), then prepares readdata/
-//                    readdatavalid of the next cycle (port 0, then port 1).
+//                    readdatavalid of the next cycle (port 0, then port 1) and port 1's write
+//                    response (writeresponsevalid/response).
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -71,6 +74,8 @@ using TraceFile = VerilatedVcdC;
 #define MEM1_WAITREQUEST mem1___05Fwaitrequest
 #define MEM1_READDATA mem1___05Freaddata
 #define MEM1_READDATAVALID mem1___05Freaddatavalid
+#define MEM1_WRITERESPONSEVALID mem1___05Fwriteresponsevalid
+#define MEM1_RESPONSE mem1___05Fresponse
 
 #ifndef DL_MEM_BYTES
 #error "DL_MEM_BYTES (memory bus width in bytes) must be defined"
@@ -182,7 +187,9 @@ struct DlSim {
 #endif
 
     explicit DlSim(const dlsim::DdrParams& p)
-        : ctx(new VerilatedContext), mem(p.size), ddr{dlsim::DdrModel(p, mem), dlsim::DdrModel(p, mem, "port 1: ")} {
+        : ctx(new VerilatedContext),
+          mem(p.size),
+          ddr{dlsim::DdrModel(p, mem), dlsim::DdrModel(p, mem, "port 1: ", /*write_responses=*/true)} {
         ctx->debug(0);
         ctx->randReset(0);
         ctx->commandArgs(0, static_cast<const char**>(nullptr));
@@ -200,6 +207,8 @@ struct DlSim {
         top->MEM1_WAITREQUEST = 1;
         top->MEM1_READDATAVALID = 0;
         bytes_to_port(top->MEM1_READDATA, rdata[1], DL_MEM_BYTES);
+        top->MEM1_WRITERESPONSEVALID = 0;
+        top->MEM1_RESPONSE = 0;
         top->in_strobe = 0;
         top->eval();
         latch();
@@ -265,13 +274,16 @@ struct DlSim {
         const bool valid1 = ddr[1].advance(rdata[1], cycle);
         top->MEM1_READDATAVALID = valid1 ? 1 : 0;
         if (valid1) bytes_to_port(top->MEM1_READDATA, rdata[1], DL_MEM_BYTES);
+        uint8_t response = 0;
+        top->MEM1_WRITERESPONSEVALID = ddr[1].advance_response(&response, cycle) ? 1 : 0;
+        top->MEM1_RESPONSE = response;
     }
 };
 
 extern "C" {
 
 // Bumped whenever a signature below changes; sim/harness.py checks it.
-int32_t dl_abi_version() { return 2; }
+int32_t dl_abi_version() { return 3; }
 
 uint32_t dl_mem_bytes() { return DL_MEM_BYTES; }
 
@@ -283,9 +295,10 @@ int32_t dl_has_trace() {
 #endif
 }
 
+// `wr_resp_latency`: cycles from a write burst's last beat to its write response (port 1).
 void* dl_create(uint64_t ddr_base, uint64_t ddr_size, double bytes_per_cycle, uint32_t latency,
-                uint32_t queue_depth, const char* trace_path) {
-    dlsim::DdrParams p{ddr_base, ddr_size, DL_MEM_BYTES, bytes_per_cycle, latency, queue_depth};
+                uint32_t queue_depth, uint32_t wr_resp_latency, const char* trace_path) {
+    dlsim::DdrParams p{ddr_base, ddr_size, DL_MEM_BYTES, bytes_per_cycle, latency, queue_depth, wr_resp_latency};
     DlSim* s = new (std::nothrow) DlSim(p);
     if (!s) return nullptr;
 #ifdef VM_TRACE
@@ -336,6 +349,7 @@ void dl_reset(void* h, uint32_t cycles) {
     s->reset_ddr();
     s->top->MEM_READDATAVALID = 0;
     s->top->MEM1_READDATAVALID = 0;
+    s->top->MEM1_WRITERESPONSEVALID = 0;
     s->top->rst = 0;
     s->latch();
 }
@@ -419,17 +433,17 @@ int32_t dl_step(void* h, uint64_t n, uint64_t* ran) {
 
 uint32_t dl_ddr_ports() { return kPorts; }
 
-// Statistics of one port (0 or 1) as 8 uint64 in the order of dlsim::DdrStats; port -1 gives
+// Statistics of one port (0 or 1) as 9 uint64 in the order of dlsim::DdrStats; port -1 gives
 // the sum over the ports. Returns -1 for another port number.
 int32_t dl_ddr_stats(void* h, int32_t port, uint64_t* out) {
     if (port < -1 || port >= kPorts) return -1;
-    uint64_t v[8] = {};
+    uint64_t v[9] = {};
     for (int p = 0; p < kPorts; ++p) {
         if (port != -1 && p != port) continue;
         const dlsim::DdrStats& st = static_cast<DlSim*>(h)->ddr[p].stats();
-        const uint64_t w[8] = {st.read_cmds, st.write_cmds, st.read_beats, st.write_beats,
-                               st.read_bytes, st.write_bytes, st.wait_cycles, st.busy_cycles};
-        for (int i = 0; i < 8; ++i) v[i] += w[i];
+        const uint64_t w[9] = {st.read_cmds, st.write_cmds, st.read_beats, st.write_beats, st.read_bytes,
+                               st.write_bytes, st.wait_cycles, st.busy_cycles, st.write_responses};
+        for (int i = 0; i < 9; ++i) v[i] += w[i];
     }
     std::memcpy(out, v, sizeof v);
     return 0;
@@ -453,6 +467,19 @@ uint64_t dl_ddr_outstanding(void* h) {
     uint64_t n = 0;
     for (const dlsim::DdrModel& d : static_cast<DlSim*>(h)->ddr) n += d.outstanding_read_beats();
     return n;
+}
+
+// Write responses the DDR models owe (accepted bursts whose response has not been returned).
+uint64_t dl_ddr_outstanding_responses(void* h) {
+    uint64_t n = 0;
+    for (const dlsim::DdrModel& d : static_cast<DlSim*>(h)->ddr) n += d.outstanding_write_responses();
+    return n;
+}
+
+// Write bursts on port 1 starting in [lo, hi) get the Avalon response `response` (2 SLVERR,
+// 3 DECODEERROR) and write nothing; hi <= lo turns the error range off.
+void dl_ddr_set_write_error(void* h, uint64_t lo, uint64_t hi, uint32_t response) {
+    static_cast<DlSim*>(h)->ddr[1].set_write_error(lo, hi, uint8_t(response & 3));
 }
 
 }  // extern "C"
