@@ -913,10 +913,16 @@ def _load_bubbles(m: _Machine, tp: TimingParams) -> tuple[dict[int, float], dict
     arbiter alternates load and store commands and finishes a write burst before the next
     command, and the DDR returns read data before it accepts write beats. So
 
-    * the first write burst waits for the read data in flight (at most the read credits, at most
-      what was requested within the DDR latency) while holding the arbiter: the LOAD's read
-      pipeline drains and has to refill (``refill``: the latency, of which the commands in flight
-      cover one ``outstanding``-th), once per LOAD;
+    * the first write burst waits for the read data in flight while holding the arbiter (a
+      streaming LOAD keeps all its credits out: its credits in whole bursts, at most the
+      outstanding commands' beats): the LOAD's read pipeline drains and has to refill
+      (``refill``: the latency, of which the commands in flight cover one ``outstanding``-th),
+      once per LOAD;
+    * if the LOAD's read bursts are at least as long as the spacing of the read commands that go
+      between write bursts, the data of the refill window's commands comes back to back and
+      holds the next write burst again: the STORE goes in windows (the window's write beats,
+      then that data), and the LOAD loses a refill and the held burst's beats per window;
+      otherwise the held burst finishes in the gaps and the alternation below follows;
     * after that one write burst goes between two read bursts while both units have bursts to
       issue: the LOAD's data phase is longer by the write beats and by ``pair_cycles`` per pair
       (grants and command cycles without data), and the STORE takes its beats plus the read
@@ -969,7 +975,6 @@ def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, flo
     LOADs' extra data-phase cycles are added to ``out``. ``s_left``: the STORE was already
     writing at ``t`` (a LOAD's first request) and has that many beats left."""
     refill = tp.ddr_latency * (1 - 1 / tp.outstanding)
-    in_flight = min(tp.read_credits, tp.ddr_latency * tp.ddr_rate)
     k = bisect.bisect_right(starts, t) - 1
     if k < 0:
         return None
@@ -1002,9 +1007,16 @@ def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, flo
         delay = max(0.0, ds - t - early / tp.ddr_rate) + requested / tp.ddr_rate
     else:
         requested = float(tp.read_credits)
-        # All its read commands issued (at most its credits left): the data in flight is all it
-        # has left; otherwise what it requested within the DDR latency.
-        delay = (left if left <= tp.read_credits else in_flight) / tp.ddr_rate
+        # A streaming LOAD keeps all its read credits out (it requests a burst as soon as the
+        # credits hold it, and the DDR returns at most one beat per cycle, so requests run ahead of
+        # the data): the DDR serves that data before any write beat, so the write burst waits for
+        # all of it (whole bursts of credits, at most the outstanding commands' beats; measured on
+        # de10nano: about 64 beats with 40 cycles of latency, not 40). All its read commands
+        # issued (at most its credits left): the data in flight is all it has left.
+        l_bursts, _ = _transfer_bursts(m.insns[index], tp.elem_beats[isa.Buf(m.insns[index].buf).name], tp)
+        l_avg = beats / l_bursts
+        in_flight = min(max(l_avg, math.floor(tp.read_credits / l_avg) * l_avg), tp.outstanding * l_avg)
+        delay = min(left, in_flight) / tp.ddr_rate
     between = 0.0
     between_pairs = 0.0
     while True:
@@ -1013,7 +1025,50 @@ def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, flo
         # Read bursts the LOAD still has to request (beyond those it has in flight).
         need = max(0.0, left - requested) * l_bursts / l_beats
         pairs = min(rest / s_avg, need)
-        if pairs > 0:
+        l_avg = l_beats / l_bursts
+        # Read commands it issues in a refill window (one per write burst, its credits, the
+        # outstanding commands): their data, one burst after the other, leaves the write burst
+        # in progress only the cycles between the bursts (the commands' spacing minus a burst).
+        n_win = min(max(1, math.floor(tp.read_credits / l_avg)), tp.outstanding, 1 + tp.ddr_latency / period)
+        gaps = n_win * max(0.0, period - l_avg / tp.ddr_rate) * tp.ddr_rate
+        if pairs > 0 and not window and gaps < s_avg:
+            # Streaming, and the read data of a refill window comes back to back: the write burst
+            # waits for all the read data in flight (the DDR serves reads first, the arbiter
+            # finishes the burst before the next command), so the LOAD's pipeline drains and its
+            # next data comes a DDR latency after its next command. In that refill window write
+            # bursts alternate with its read commands (`w` write beats), whose data (`chunk`)
+            # again holds the write burst then in progress, and so on: the STORE waits for each
+            # chunk, the LOAD loses each window. (Measured on de10nano, `plain` c1: 64-74 beats of
+            # read data before the first write burst goes on, 32 write beats per window.) When
+            # the read bursts are shorter than the commands' spacing, the write burst finishes in
+            # the gaps and the alternation settles to one read burst per write burst (below).
+            busy = m.load_rate[index] / tp.ddr_rate
+            slack = (1.0 - busy) * (de - max(t, ds))
+            w = _window_beats(tp.ddr_latency, s_avg, tp)
+            chunk = n_win * l_avg
+            # The write burst that waited for the data in flight finishes before the next command;
+            # the LOAD's data stops for those beats and for its refill (a DDR latency).
+            b = min(float(rest), s_avg)
+            r, nb, lost = float(rest) - b, need * l_avg, 0.0
+            lose = b / tp.ddr_rate + tp.ddr_latency
+            while r > 0 and nb > 0:
+                wrote = min(r, w)
+                r -= wrote
+                got = min(chunk, nb)
+                nb -= got
+                if r > 0:  # a full window; the data requested in it holds the burst in progress
+                    lost += tp.ddr_latency * tp.ddr_rate - wrote + got
+                    b = min(r, s_avg)
+                    r -= b
+                    lose += b / tp.ddr_rate + tp.ddr_latency
+                else:
+                    lost += wrote / s_avg * tp.pair_cycles * tp.ddr_rate
+            # (a LOAD its own mechanics keep below the bus rate has idle cycles that absorb some)
+            extra = max(0.0, lose - slack)
+            out[index] = out.get(index, 0.0) + extra
+            between += lost
+            rest = r
+        elif pairs > 0:
             # A LOAD that cannot use the whole bus (credit- or latency-bound) loses less: its
             # idle bus cycles take write bursts without delaying its data.
             busy = m.load_rate[index] / tp.ddr_rate
