@@ -15,7 +15,8 @@ one cycle at a time), so a GoogLeNet-sized stream takes well under a second:
   command-queue depth: read bursts are limited by the planner (2 cycles per burst), by the read
   commands that may be outstanding, and by the read credits; write bursts by the OUT reader and
   the arbiter (one grant cycle per burst). Transfers of the load, store and fetch units share the
-  bus bandwidth through a reservation calendar (see :class:`_Bus`). A STORE that writes while a
+  bus bandwidth through a reservation calendar (see :class:`_Bus`), on which the units book them
+  in time order (the ready instruction with the earliest bus request runs first). A STORE that writes while a
   LOAD is still issuing read commands alternates with it on the arbiter (one write burst between
   two read bursts; the first write burst waits for the read data in flight while holding the
   arbiter, so the read pipeline drains and refills); the LOAD's data phase grows by the write
@@ -589,21 +590,60 @@ class _Machine:
             self.tok.push(q, t)
 
     # ---- units --------------------------------------------------------------------------------
-    def _try_unit(self, u: str) -> bool:
+    def _ready(self, u: str) -> tuple[float, int, float, float] | None:
+        """(earliest start, index, head, tokens) of unit ``u``'s next instruction, if it can run."""
         idx = self.queue_pos[u]
         p = self.ptr[u]
         if p >= len(idx):
-            return False
+            return None
         i = idx[p]
         if math.isnan(self.dispatch[i]):
-            return False
+            return None
         tok = self._tokens_ready(i)
         if tok is None:
-            return False
+            return None
         head = self.dispatch[i] + self.tp.fetch_to_queue - 2
+        if u == "compute":
+            start = max(max(head, self.seq_free) + self.tp.seq_fetch, tok) + self.tp.seq_tokens
+        else:
+            start = max(head, self.free[u], tok) + self._request_offset(i)
+        return start, i, head, tok
+
+    def _request_offset(self, i: int) -> float:
+        """Cycles from taking a LOAD/STORE to its first bus request (0 for MARK)."""
+        insn = self.insns[i]
+        tp = self.tp
+        if isinstance(insn, isa.Load):
+            return float(tp.gate_to_request)
+        if isinstance(insn, isa.Store):
+            bursts, beats = _transfer_bursts(insn, tp.elem_beats["OUT"], tp)
+            return max(float(tp.store_first_grant), tp.store_reader_start + min(beats / bursts, beats))
+        return 0.0
+
+    def _try_unit(self, u: str) -> bool:
+        ready = self._ready(u)
+        if ready is None:
+            return False
+        _, i, head, tok = ready
         self._runners[u](i, head, tok)
         self.ptr[u] += 1
         return True
+
+    def _step_earliest(self) -> bool:
+        """Run the one ready instruction (of any unit) that starts first.
+
+        The bus calendar serves transfers in the order they are booked, so the units must book
+        them in time order: a LOAD that only waits for its tokens (the next operation's first
+        LOADs after a weak join, the next tiles' LOADs) would otherwise be booked before an
+        earlier STORE and take the bus from it, which the arbiter never does (it alternates)."""
+        best: tuple[float, int, str] | None = None
+        for rank, u in enumerate(("load", "compute", "store")):
+            ready = self._ready(u)
+            if ready is not None and (best is None or (ready[0], rank) < best[:2]):
+                best = (ready[0], rank, u)
+        if best is None:
+            return False
+        return self._try_unit(best[2])
 
     def _run_load(self, i: int, head: float, tok: float) -> None:
         tp = self.tp
@@ -623,8 +663,10 @@ class _Machine:
         per_burst = max(tp.planner_period, avg / tp.ddr_rate,
                         (tp.ddr_latency + avg - 1) / tp.outstanding,
                         (tp.ddr_latency + avg) * avg / credits)
-        # The first `outstanding` bursts are issued at the planner rate, before the queue limit bites.
-        head_bursts = min(bursts, tp.outstanding) - 1
+        # The first bursts are issued at the planner rate, before the queue limit or the credits
+        # bite (whole bursts in the credits: a credit-bound LOAD, e.g. at 80 cycles of latency,
+        # requests only those at once).
+        head_bursts = min(bursts, tp.outstanding, max(1, math.floor(credits / avg))) - 1
         t_req = t0 + tp.gate_to_request
         issue_span = head_bursts * max(tp.planner_period, avg / tp.ddr_rate) + max(0, bursts - 1 - head_bursts) * per_burst
         # Express the transfer as a rate over the data phase so the bus can share it.
@@ -704,12 +746,13 @@ class _Machine:
         per_burst = max(tp.planner_period, avg / tp.ddr_rate + 1)
         cap = avg / per_burst
         self.store_request.append((first, i))
-        if i in self.store_first:
+        hit = self._store_meets_load(first, i)
+        if hit is not None:
             # It interleaves a LOAD that still issues read commands: the arbiter alternates
             # commands, so its write bursts go in that LOAD's bubble (which the LOAD was charged
             # in this pass) after the read data in flight, not after the whole LOAD; one read
             # burst of the LOAD goes between two of its write bursts while both have bursts.
-            delay, between = self.store_first[i]
+            delay, between = hit
             start = first + delay
             end = start + max(beats / min(cap, tp.ddr_rate), (beats + between) / tp.ddr_rate)
             if between > 0:
@@ -724,6 +767,30 @@ class _Machine:
         self.free["store"] = done + tp.store_restart
         self.idle["store"] = done + 1
         self._give(i, done)
+
+    def _store_meets_load(self, first: float, i: int) -> tuple[float, float] | None:
+        """(delay of its first write, LOAD beats read between its write bursts) of a STORE whose
+        first write request at ``first`` meets a LOAD that still reads (second pass, one port).
+
+        The units book their transfers in time order (:meth:`_step_earliest`), so every LOAD that
+        starts before this STORE is on the calendar: the STORE is timed against the LOADs of this
+        pass (the overlaps may differ from the first pass', e.g. the next operation's first LOAD
+        after a weak join), while the LOADs keep the bubbles of the first pass."""
+        tp = self.tp
+        if not self.bubbles or tp.mem_ports != 1:
+            return None
+        phases = self.load_phase[-8:]  # (the LOADs it can still meet are the last ones booked)
+        # The load unit's next LOAD, if its tokens are there, starts during this STORE's
+        # alternation (the load unit goes on right away): put it on the list as it will start.
+        nxt = self._ready("load")
+        if nxt is not None and phases and isinstance(self.insns[nxt[1]], isa.Load):
+            t_l, li = nxt[0], nxt[1]
+            load = self.insns[li]
+            l_beats = _transfer_bursts(load, tp.elem_beats[isa.Buf(load.buf).name], tp)[1]
+            ds = t_l + tp.ddr_latency
+            phases = phases + [(t_l, ds, ds + l_beats / tp.ddr_rate + self.bubbles.get(li, 0.0), li, l_beats)]
+            self.load_rate.setdefault(li, tp.ddr_rate)
+        return _interleave(self, tp, phases, [p[0] for p in phases], first, i, {})
 
     def _run_compute(self, i: int, head: float, tok: float) -> None:
         tp = self.tp
@@ -797,9 +864,8 @@ class _Machine:
             progress = False
             while self._try_dispatch():
                 progress = True
-            for u in units:
-                while self._try_unit(u):
-                    progress = True
+            if self._step_earliest():
+                progress = True
             if not progress:
                 break
         if any(self.ptr[u] < len(self.queue_pos[u]) for u in units):
@@ -851,15 +917,27 @@ def _load_bubbles(m: _Machine, tp: TimingParams) -> tuple[dict[int, float], dict
     arbiter alternates load and store commands and finishes a write burst before the next
     command, and the DDR returns read data before it accepts write beats. So
 
-    * the first write burst waits for the read data in flight (at most the read credits, at most
-      what was requested within the DDR latency) while holding the arbiter: the LOAD's read
-      pipeline drains and has to refill (``refill``: the latency, of which the commands in flight
-      cover one ``outstanding``-th), once per LOAD;
+    * the first write burst waits for the read data in flight while holding the arbiter (a
+      streaming LOAD keeps all its credits out: its credits in whole bursts, at most the
+      outstanding commands' beats): the LOAD's read pipeline drains and has to refill
+      (``refill``: the latency, of which the commands in flight cover one ``outstanding``-th),
+      once per LOAD;
+    * if the LOAD's read bursts are at least as long as the spacing of the read commands that go
+      between write bursts, the data of the refill window's commands comes back to back and
+      holds the next write burst again: the STORE goes in windows (the window's write beats,
+      then that data), and the LOAD loses a refill and the held burst's beats per window;
+      otherwise the held burst finishes in the gaps and the alternation below follows;
     * after that one write burst goes between two read bursts while both units have bursts to
       issue: the LOAD's data phase is longer by the write beats and by ``pair_cycles`` per pair
       (grants and command cycles without data), and the STORE takes its beats plus the read
       beats between them. Write bursts in the DDR latency window before a LOAD's first data
-      cost nothing; a LOAD whose read commands have all been issued is not slowed at all;
+      alternate with its read commands: the LOAD has only one burst per write burst requested
+      when its data comes (not all its credits), and a short LOAD whose remaining read commands
+      all go between write bursts gets its last data a DDR latency after the last of them. A
+      LOAD whose read commands have all been issued is not slowed: the STORE waits for all of
+      its data;
+    * a STORE that is still writing when a LOAD's first read command comes alternates with it
+      in the same way from there on, with the beats it has left;
     * when the load unit goes on with the next LOAD right away, the STORE's remaining bursts
       alternate with that LOAD's in the same way.
 
@@ -872,60 +950,158 @@ def _load_bubbles(m: _Machine, tp: TimingParams) -> tuple[dict[int, float], dict
     starts = [p[0] for p in phases]
     out: dict[int, float] = {}
     stores: dict[int, tuple[float, float]] = {}
-    refill = tp.ddr_latency * (1 - 1 / tp.outstanding)
-    in_flight = min(tp.read_credits, tp.ddr_latency * tp.ddr_rate)
     for t, si in m.store_request:
-        k = bisect.bisect_right(starts, t) - 1
-        if k < 0:
+        hit = _interleave(m, tp, phases, starts, t, si, out)
+        if hit is not None:
+            stores[si] = hit
             continue
-        tr, ds, de, index, beats = phases[k]
-        if not tr <= t < de:
-            continue
-        # A write burst granted while the first read data is still on its way waits for it too.
-        left = (de - max(t, ds)) * beats / (de - ds) if de > ds else 0.0
-        s_bursts, s_beats = _transfer_bursts(m.insns[si], tp.elem_beats["OUT"], tp)
-        s_avg = s_beats / s_bursts
-        early = min(float(s_beats), _window_beats(ds - t, s_avg, tp))
-        rest = s_beats - early
-        if rest <= 0:
-            continue
-        if t < ds:
-            # Before its first data the LOAD has requested up to its credits at once: the write
-            # burst that meets the first data waits for all of it.
-            l_first = min(float(tp.read_credits), float(beats))
-            delay = max(0.0, ds - t - early / tp.ddr_rate) + l_first / tp.ddr_rate
-        else:
-            delay = min(in_flight, left) / tp.ddr_rate
-        between = 0.0
-        between_pairs = 0.0
-        while True:
-            load = m.insns[index]
-            l_bursts, l_beats = _transfer_bursts(load, tp.elem_beats[isa.Buf(load.buf).name], tp)
-            # Read bursts the LOAD still has to request (beyond the credits it has in flight).
-            pairs = min(rest / s_avg, max(0.0, left - tp.read_credits) * l_bursts / l_beats)
-            if pairs > 0:
-                period = s_avg / tp.ddr_rate + tp.pair_cycles  # one write burst and its pair's overhead
-                # A LOAD that cannot use the whole bus (credit- or latency-bound) loses less: its
-                # idle bus cycles take write bursts without delaying its data.
-                busy = m.load_rate[index] / tp.ddr_rate
-                slack = (1.0 - busy) * (de - max(t, ds))
-                once = refill * busy if index not in out else 0.0
-                out[index] = out.get(index, 0.0) + max(0.0, pairs * period - slack) + once
-                # The data of a read command issued between two write bursts arrives a DDR latency
-                # later: only what arrives before the STORE's last write burst delays it.
-                between += max(0.0, pairs * period - tp.ddr_latency) / period * l_beats / l_bursts
-                between_pairs += pairs
-                rest -= pairs * s_avg
-            k += 1
-            if rest <= 0 or k >= len(phases) or phases[k][0] > de + tp.ddr_latency:
-                break
-            tr, ds, de, index, beats = phases[k]
-            rest -= _window_beats(ds - tr, s_avg, tp)
-            left = float(beats)
-        if between_pairs > 0:
-            between += between_pairs * tp.pair_cycles * tp.ddr_rate
-        stores[si] = (delay, between)
+        # A STORE still writing when the next LOAD's first read command comes (it started just
+        # before): from there the arbiter alternates them as for a STORE that comes during the
+        # LOAD, with the beats the STORE has left (the LOAD's bubble; the STORE is timed in the
+        # second pass against the LOADs it meets then).
+        k = bisect.bisect_right(starts, t)
+        if k < len(phases):
+            tr = phases[k][0]
+            s_end = m.end[si] - tp.store_done
+            if tr < s_end:
+                s_left = m.bus.busy_beats("store", tr, s_end)
+                if s_left > 0:
+                    _interleave(m, tp, phases, starts, tr, si, out, s_left=s_left)
     return out, stores
+
+
+def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, float, float, int, int]],
+                starts: Sequence[float], t: float, si: int, out: dict[int, float],
+                s_left: float | None = None) -> tuple[float, float] | None:
+    """The STORE ``si`` whose first write request is at ``t`` against the LOAD phases
+    ``phases`` (sorted, ``starts`` their first read requests): (delay of its first write, LOAD
+    beats read between its write bursts), or None if it meets no LOAD that still reads. The
+    LOADs' extra data-phase cycles are added to ``out``. ``s_left``: the STORE was already
+    writing at ``t`` (a LOAD's first request) and has that many beats left."""
+    refill = tp.ddr_latency * (1 - 1 / tp.outstanding)
+    k = bisect.bisect_right(starts, t) - 1
+    if k < 0:
+        return None
+    tr, ds, de, index, beats = phases[k]
+    if not tr <= t < de:
+        return None
+    # A write burst granted while the first read data is still on its way waits for it too.
+    left = (de - max(t, ds)) * beats / (de - ds) if de > ds else 0.0
+    s_bursts, s_beats = _transfer_bursts(m.insns[si], tp.elem_beats["OUT"], tp)
+    s_avg = s_beats / s_bursts
+    if s_left is not None:  # a STORE already writing when the LOAD came: the beats it has left
+        s_beats = s_left
+    early = min(float(s_beats), _window_beats(ds - t, s_avg, tp))
+    rest = s_beats - early
+    if rest <= 0:
+        return None
+    period = s_avg / tp.ddr_rate + tp.pair_cycles  # one write burst and its pair's overhead
+    window = t < ds
+    if window:
+        # In the LOAD's latency window the arbiter alternates its read commands with the
+        # STORE's write bursts: the LOAD has one burst requested, then one more per write
+        # burst, at most its credits (whole bursts) and the outstanding commands (measured:
+        # a 60-beat pool tile LOAD of 9 bursts has 4 in flight when its first data meets the
+        # STORE, not all 9). The write burst that meets the first data waits for all of it.
+        l_bursts, _ = _transfer_bursts(m.insns[index], tp.elem_beats[isa.Buf(m.insns[index].buf).name], tp)
+        l_avg = beats / l_bursts
+        whole = max(1, math.floor(tp.read_credits / l_avg))
+        issued = 1 + (ds - t) / period
+        requested = min(float(beats), min(float(l_bursts), whole, tp.outstanding, issued) * l_avg)
+        delay = max(0.0, ds - t - early / tp.ddr_rate) + requested / tp.ddr_rate
+    else:
+        requested = float(tp.read_credits)
+        # A streaming LOAD keeps all its read credits out (it requests a burst as soon as the
+        # credits hold it, and the DDR returns at most one beat per cycle, so requests run ahead of
+        # the data): the DDR serves that data before any write beat, so the write burst waits for
+        # all of it (whole bursts of credits, at most the outstanding commands' beats; measured on
+        # de10nano: about 64 beats with 40 cycles of latency, not 40). All its read commands
+        # issued (at most its credits left): the data in flight is all it has left.
+        l_bursts, _ = _transfer_bursts(m.insns[index], tp.elem_beats[isa.Buf(m.insns[index].buf).name], tp)
+        l_avg = beats / l_bursts
+        in_flight = min(max(l_avg, math.floor(tp.read_credits / l_avg) * l_avg), tp.outstanding * l_avg)
+        delay = min(left, in_flight) / tp.ddr_rate
+    between = 0.0
+    between_pairs = 0.0
+    while True:
+        load = m.insns[index]
+        l_bursts, l_beats = _transfer_bursts(load, tp.elem_beats[isa.Buf(load.buf).name], tp)
+        # Read bursts the LOAD still has to request (beyond those it has in flight).
+        need = max(0.0, left - requested) * l_bursts / l_beats
+        pairs = min(rest / s_avg, need)
+        l_avg = l_beats / l_bursts
+        # Read commands it issues in a refill window (one per write burst, its credits, the
+        # outstanding commands): their data, one burst after the other, leaves the write burst
+        # in progress only the cycles between the bursts (the commands' spacing minus a burst).
+        n_win = min(max(1, math.floor(tp.read_credits / l_avg)), tp.outstanding, 1 + tp.ddr_latency / period)
+        gaps = n_win * max(0.0, period - l_avg / tp.ddr_rate) * tp.ddr_rate
+        if pairs > 0 and not window and gaps < s_avg:
+            # Streaming, and the read data of a refill window comes back to back: the write burst
+            # waits for all the read data in flight (the DDR serves reads first, the arbiter
+            # finishes the burst before the next command), so the LOAD's pipeline drains and its
+            # next data comes a DDR latency after its next command. In that refill window write
+            # bursts alternate with its read commands (`w` write beats), whose data (`chunk`)
+            # again holds the write burst then in progress, and so on: the STORE waits for each
+            # chunk, the LOAD loses each window. (Measured on de10nano, `plain` c1: 64-74 beats of
+            # read data before the first write burst goes on, 32 write beats per window.) When
+            # the read bursts are shorter than the commands' spacing, the write burst finishes in
+            # the gaps and the alternation settles to one read burst per write burst (below).
+            busy = m.load_rate[index] / tp.ddr_rate
+            slack = (1.0 - busy) * (de - max(t, ds))
+            w = _window_beats(tp.ddr_latency, s_avg, tp)
+            chunk = n_win * l_avg
+            # The write burst that waited for the data in flight finishes before the next command;
+            # the LOAD's data stops for those beats and for its refill (a DDR latency).
+            b = min(float(rest), s_avg)
+            r, nb, lost = float(rest) - b, need * l_avg, 0.0
+            lose = b / tp.ddr_rate + tp.ddr_latency
+            while r > 0 and nb > 0:
+                wrote = min(r, w)
+                r -= wrote
+                got = min(chunk, nb)
+                nb -= got
+                if r > 0:  # a full window; the data requested in it holds the burst in progress
+                    lost += tp.ddr_latency * tp.ddr_rate - wrote + got
+                    b = min(r, s_avg)
+                    r -= b
+                    lose += b / tp.ddr_rate + tp.ddr_latency
+                else:
+                    lost += wrote / s_avg * tp.pair_cycles * tp.ddr_rate
+            # (a LOAD its own mechanics keep below the bus rate has idle cycles that absorb some)
+            extra = max(0.0, lose - slack)
+            out[index] = out.get(index, 0.0) + extra
+            between += lost
+            rest = r
+        elif pairs > 0:
+            # A LOAD that cannot use the whole bus (credit- or latency-bound) loses less: its
+            # idle bus cycles take write bursts without delaying its data.
+            busy = m.load_rate[index] / tp.ddr_rate
+            slack = (1.0 - busy) * (de - max(t, ds))
+            once = refill * busy if index not in out else 0.0
+            if window and pairs >= need:
+                # Its last read commands go between the STORE's write bursts: its last data
+                # comes a DDR latency after the last of them.
+                extra = (requested / tp.ddr_rate + pairs * period + tp.ddr_latency + l_beats / l_bursts / tp.ddr_rate
+                         - (de - ds))
+            else:
+                extra = max(0.0, pairs * period - slack) + once
+            out[index] = out.get(index, 0.0) + max(0.0, extra)
+            # The data of a read command issued between two write bursts arrives a DDR latency
+            # later: only what arrives before the STORE's last write burst delays it.
+            between += max(0.0, pairs * period - tp.ddr_latency) / period * l_beats / l_bursts
+            between_pairs += pairs
+            rest -= pairs * s_avg
+        k += 1
+        if rest <= 0 or k >= len(phases) or phases[k][0] > de + tp.ddr_latency:
+            break
+        tr, ds, de, index, beats = phases[k]
+        rest -= _window_beats(ds - tr, s_avg, tp)
+        left = float(beats)
+        requested = float(tp.read_credits)
+        window = False
+    if between_pairs > 0:
+        between += between_pairs * tp.pair_cycles * tp.ddr_rate
+    return delay, between
 
 
 def _window_beats(cycles: float, s_avg: float, tp: TimingParams) -> float:
