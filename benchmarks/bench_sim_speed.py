@@ -15,7 +15,9 @@ process (the machine is shared, so the CPU figure is the stable one):
 
 ``--config c4`` runs the small C = 4, 64-bit test configuration (``tests/layerprog_cases.py``
 ``small_config(4, width=64)``) instead of the preset. Set ``DLPROC_NATIVE=1`` to build the native
-harness with ``-march=native`` (faster, not portable).
+harness with ``-march=native`` (not portable; on the current design no faster, see
+docs/simulation.md "Speed"). The figures vary with the load on a shared machine; compare builds
+by cycles per CPU second in interleaved runs, or by instructions per cycle under callgrind.
 """
 
 from __future__ import annotations

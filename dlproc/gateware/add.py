@@ -137,14 +137,18 @@ class AddEngine(wiring.Component):
         prod = Signal(data.ArrayLayout(signed(_PROD_BITS), c))
         pa = Signal(data.ArrayLayout(signed(_PROD_BITS), c))
         acc = Signal(data.ArrayLayout(signed(32), c))
+        # Each register loads only in the cycle its value is formed (prod: a's and b's product,
+        # pa: a's, acc: the sum), so the datapath holds still while the engine is idle and
+        # Verilator skips it then; the values that reach the output stage are the same.
         for lane in range(c):
             with m.If(s1 | s2):
                 m.d.sync += x_op[lane].eq(self.inp.data[lane] - zsel)
-            m.d.sync += [
-                prod[lane].eq(x_op[lane] * m_op),
-                pa[lane].eq(prod[lane]),
-                acc[lane].eq(pa[lane] + prod[lane]),
-            ]
+            with m.If(s2 | s3):
+                m.d.sync += prod[lane].eq(x_op[lane] * m_op)
+            with m.If(s3):
+                m.d.sync += pa[lane].eq(prod[lane])
+            with m.If(s4):
+                m.d.sync += acc[lane].eq(pa[lane] + prod[lane])
 
         params = Signal(data.ArrayLayout(REQUANT_LANE, c))
         for lane in range(c):

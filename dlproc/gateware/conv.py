@@ -209,18 +209,19 @@ class ConvEngine(wiring.Component):
         v1, slot1 = Signal(), Signal()  # drain item one cycle after its ACC read
 
         # Two descriptor slots, alternating per command: the drain of one tile still needs its
-        # output parameters while the next command's are loaded.
+        # output parameters while the next command's are loaded. A slot is always loaded (accept,
+        # then the PRM word) before its tile uses it, so the slots need no reset (see x2 below).
         def desc(b: int) -> dict:
             return {
-                "out_base": Signal(isa.SRAM_ADDR_BITS, name=f"d{b}_out_base"),
-                "out_h_m1": Signal(16, name=f"d{b}_out_h_m1"),
-                "out_w_m1": Signal(16, name=f"d{b}_out_w_m1"),
-                "zp_out": Signal(signed(8), name=f"d{b}_zp"),
-                "act_min": Signal(signed(8), name=f"d{b}_lo"),
-                "act_max": Signal(signed(8), name=f"d{b}_hi"),
-                "tag": Signal(TAG_BITS, name=f"d{b}_tag"),
-                "params": Signal(data.ArrayLayout(REQUANT_LANE, c), name=f"d{b}_params"),
-                "bias": Signal(data.ArrayLayout(signed(32), c), name=f"d{b}_bias"),
+                "out_base": Signal(isa.SRAM_ADDR_BITS, name=f"d{b}_out_base", reset_less=True),
+                "out_h_m1": Signal(16, name=f"d{b}_out_h_m1", reset_less=True),
+                "out_w_m1": Signal(16, name=f"d{b}_out_w_m1", reset_less=True),
+                "zp_out": Signal(signed(8), name=f"d{b}_zp", reset_less=True),
+                "act_min": Signal(signed(8), name=f"d{b}_lo", reset_less=True),
+                "act_max": Signal(signed(8), name=f"d{b}_hi", reset_less=True),
+                "tag": Signal(TAG_BITS, name=f"d{b}_tag", reset_less=True),
+                "params": Signal(data.ArrayLayout(REQUANT_LANE, c), name=f"d{b}_params", reset_less=True),
+                "bias": Signal(data.ArrayLayout(signed(32), c), name=f"d{b}_bias", reset_less=True),
             }
 
         descs = [desc(0), desc(1)]
@@ -429,26 +430,41 @@ class ConvEngine(wiring.Component):
               "tap_start": tap_start, "slot": slot}
         prev = s0
         for s in range(1, ss + 1):
-            cur = {k: Signal(len(v), name=f"st{s}_{k}") for k, v in s0.items()}
+            # Only ``valid`` is reset: the other fields describe the stage's item.
+            cur = {k: Signal(len(v), name=f"st{s}_{k}", reset_less=(k != "valid")) for k, v in s0.items()}
             m.d.sync += [cur[k].eq(prev[k]) for k in cur]
             side.append(cur)
             prev = cur
 
         # Stage 1 -> 2: the INP word is registered; the weight of a new tap moves into w_cur in the
         # same edge, exactly when that tap's first pixel enters stage 2.
-        x2 = Signal(inp_word_layout(c))
+        # The MAC datapath registers (x2, products, adder tree) have no reset: a value in them only
+        # matters together with its stage's ``valid`` bit, which is reset. Without the reset (and
+        # the START ``clear``) they are plain D flip-flops, and Verilator evaluates each one as a
+        # single assignment instead of a temporary plus two conditional clears per cycle.
+        x2 = Signal(inp_word_layout(c), reset_less=True)
         m.d.sync += x2.eq(self.inp.data)
         with m.If(side[1]["valid"] & side[1]["tap_start"]):
             m.d.sync += w_cur.eq(w_next)
 
         # Stage 2 -> 3: C x C products, then the adder tree over ci, registered every two levels.
+        #
+        # For a power-of-two C the tree adds the products in offset binary: p + 2**15, which is
+        # p with its sign bit inverted, as an unsigned number. The C offsets add up to
+        # C * 2**15 = 2**(W-1) for the W = 16 + log2(C) bit sum, so inverting the sum's top bit
+        # gives back the signed sum, exactly (the inversions sit in the adders' input LUTs). The
+        # numbers and widths are those of the signed tree; the reason is the simulator:
+        # Verilator sign-extends both operands of every signed add of unequal width with a
+        # three-instruction sequence; unsigned adds extend for free (measured on de10nano_int8:
+        # the native harness 5 % faster, docs/simulation.md "Speed").
+        offset = c > 1 and (c & (c - 1)) == 0
         sums = []
         for co in range(c):
             vals = []
             for ci in range(c):
-                pr = Signal(signed(16), name=f"prod_{co}_{ci}")
+                pr = Signal(signed(16), name=f"prod_{co}_{ci}", reset_less=True)
                 m.d.sync += pr.eq(x2[ci] * w_cur[co][ci])
-                vals.append(pr)
+                vals.append(pr.as_unsigned() ^ 0x8000 if offset else pr)
             level = 0
             while len(vals) > 1:
                 nxt = []
@@ -460,12 +476,14 @@ class ConvEngine(wiring.Component):
                 level += 1
                 if level % 2 == 0 or len(vals) == 1:
                     regs = []
+                    shape = unsigned(16 + level) if offset else signed(16 + level)
                     for k, v in enumerate(vals):
-                        r = Signal(signed(16 + level), name=f"tree_{co}_l{level}_{k}")
+                        r = Signal(shape, name=f"tree_{co}_l{level}_{k}", reset_less=True)
                         m.d.sync += r.eq(v)
                         regs.append(r)
                     vals = regs
-            sums.append(vals[0])
+            total = vals[0]
+            sums.append(Cat(total[:-1], ~total[-1]).as_signed() if offset else total)
 
         # Stage ss-1: read the accumulator of the pixel; stage ss: add and write back.
         rd_item, wr_item = side[ss - 1], side[ss]

@@ -129,29 +129,39 @@ class OutputStage(wiring.Component):
 
         # The side band (valid, address, tag and the per-instruction scalars) moves with the data
         # through every stage, so the stage never needs to be emptied between instructions.
+        # Only ``valid`` is reset: every other register of the stage (side band and lanes) is
+        # datapath whose value matters only next to a set ``valid`` bit. Reset-less registers are
+        # plain D flip-flops, which Verilator evaluates as one assignment each instead of a
+        # temporary plus the two conditional clears (reset, START) of every cycle.
         def side(stage: int) -> dict:
             return {
                 "valid": Signal(name=f"s{stage}_valid"),
-                "addr": Signal(self.addr_bits, name=f"s{stage}_addr"),
-                "tag": Signal(self.tag_bits, name=f"s{stage}_tag"),
-                "zp": Signal(signed(8), name=f"s{stage}_zp"),
-                "lo": Signal(signed(8), name=f"s{stage}_lo"),
-                "hi": Signal(signed(8), name=f"s{stage}_hi"),
-                "lo_gt_hi": Signal(name=f"s{stage}_lo_gt_hi"),
+                "addr": Signal(self.addr_bits, name=f"s{stage}_addr", reset_less=True),
+                "tag": Signal(self.tag_bits, name=f"s{stage}_tag", reset_less=True),
+                "zp": Signal(signed(8), name=f"s{stage}_zp", reset_less=True),
+                "lo": Signal(signed(8), name=f"s{stage}_lo", reset_less=True),
+                "hi": Signal(signed(8), name=f"s{stage}_hi", reset_less=True),
+                "lo_gt_hi": Signal(name=f"s{stage}_lo_gt_hi", reset_less=True),
             }
 
         sides = [side(s) for s in range(LATENCY)]
-        m.d.sync += [
-            sides[0]["valid"].eq(self.i.valid),
-            sides[0]["addr"].eq(self.i.addr),
-            sides[0]["tag"].eq(self.i.tag),
-            sides[0]["zp"].eq(self.i.zp_out),
-            sides[0]["lo"].eq(self.i.act_min),
-            sides[0]["hi"].eq(self.i.act_max),
-            sides[0]["lo_gt_hi"].eq(self.i.act_min > self.i.act_max),
-        ]
+        # ``load[s]``: stage s takes a new item. Every data register loads only with an item, so
+        # the stage holds still between items; Verilator then skips the whole requantization
+        # datapath in the (many) cycles without one, e.g. while the conv engine sweeps a tile.
+        load = [self.i.valid] + [sides[s]["valid"] for s in range(LATENCY - 1)]
+        m.d.sync += [sides[s]["valid"].eq(load[s]) for s in range(LATENCY)]
+        with m.If(load[0]):
+            m.d.sync += [
+                sides[0]["addr"].eq(self.i.addr),
+                sides[0]["tag"].eq(self.i.tag),
+                sides[0]["zp"].eq(self.i.zp_out),
+                sides[0]["lo"].eq(self.i.act_min),
+                sides[0]["hi"].eq(self.i.act_max),
+                sides[0]["lo_gt_hi"].eq(self.i.act_min > self.i.act_max),
+            ]
         for s in range(1, LATENCY):
-            m.d.sync += [sides[s][k].eq(sides[s - 1][k]) for k in sides[s]]
+            with m.If(load[s]):
+                m.d.sync += [sides[s][k].eq(sides[s - 1][k]) for k in sides[s] if k != "valid"]
 
         for lane in range(c):
             acc_in = self.i.acc[lane]
@@ -159,14 +169,15 @@ class OutputStage(wiring.Component):
 
             # Stage 0: register the accumulator and pick the multiplier by its sign.  Choosing
             # here keeps the sign test off the multiplier's input path.
-            acc0 = Signal(signed(32), name=f"l{lane}_acc0")
-            mult0 = Signal(unsigned(MULT_BITS), name=f"l{lane}_mult0")
-            sh0 = Signal(6, name=f"l{lane}_sh0")
-            m.d.sync += [
-                acc0.eq(acc_in),
-                mult0.eq(Mux(acc_in < 0, par.mult_neg, par.mult)),
-                sh0.eq(par.shift),
-            ]
+            acc0 = Signal(signed(32), name=f"l{lane}_acc0", reset_less=True)
+            mult0 = Signal(unsigned(MULT_BITS), name=f"l{lane}_mult0", reset_less=True)
+            sh0 = Signal(6, name=f"l{lane}_sh0", reset_less=True)
+            with m.If(load[0]):
+                m.d.sync += [
+                    acc0.eq(acc_in),
+                    mult0.eq(Mux(acc_in < 0, par.mult_neg, par.mult)),
+                    sh0.eq(par.shift),
+                ]
 
             # Stage 1: the 32 x 15 bit product as two 16 x 15 bit halves, one 18 x 18 DSP each
             # (a single 32 x 15 multiplier maps to a 27 x 27 plus an 18 x 18 DSP whose partial
@@ -174,29 +185,38 @@ class OutputStage(wiring.Component):
             # Also the constant added before the shift: the rounding term 1 << (S - 1) and the
             # zero point zp << S together, ((2*zp + 1) << S) >> 1, which is exact because
             # floor((x + zp*2**S) / 2**S) = floor(x / 2**S) + zp; for S = 0 it is zp.  Folding
-            # zp in here keeps a third adder out of the clamp stage.
-            lo1 = Signal(unsigned(16 + MULT_BITS), name=f"l{lane}_lo1")
-            hi1 = Signal(signed(16 + MULT_BITS + 1), name=f"l{lane}_hi1")
-            rz1 = Signal(signed(_RZ_BITS), name=f"l{lane}_rz1")
-            sh1 = Signal(6, name=f"l{lane}_sh1")
+            # zp in here keeps a third adder out of the clamp stage.  It is formed as
+            # ((2*zp + 1) << MAX_SHIFT) >> (MAX_SHIFT + 1 - S), arithmetic, which equals
+            # ((2*zp + 1) << S) >> 1 for every S <= MAX_SHIFT (the only values that reach this
+            # stage): a right shift keeps the _RZ_BITS width, while a variable left shift by a
+            # 6-bit amount is 9 + 63 = 72 bits wide, which Verilator evaluates with multi-word
+            # library calls (16 lanes x ~90 instructions per simulated cycle).
+            lo1 = Signal(unsigned(16 + MULT_BITS), name=f"l{lane}_lo1", reset_less=True)
+            hi1 = Signal(signed(16 + MULT_BITS + 1), name=f"l{lane}_hi1", reset_less=True)
+            rz1 = Signal(signed(_RZ_BITS), name=f"l{lane}_rz1", reset_less=True)
+            sh1 = Signal(6, name=f"l{lane}_sh1", reset_less=True)
             zp0 = sides[0]["zp"]
-            m.d.sync += [
-                lo1.eq(acc0[:16] * mult0),
-                hi1.eq(acc0[16:].as_signed() * mult0),
-                rz1.eq((Cat(Const(1, 1), zp0).as_signed() << sh0) >> 1),
-                sh1.eq(sh0),
-            ]
+            with m.If(load[1]):
+                m.d.sync += [
+                    lo1.eq(acc0[:16] * mult0),
+                    hi1.eq(acc0[16:].as_signed() * mult0),
+                    rz1.eq(Cat(Const(1, 1), zp0).as_signed().shift_left(MAX_SHIFT)
+                           >> (MAX_SHIFT + 1 - sh0)[:6]),
+                    sh1.eq(sh0),
+                ]
 
             # Stage 2: recombine the halves: acc * m = hi * 2**16 + lo, exact in 48 bits.
-            prod2 = Signal(signed(_PROD_BITS), name=f"l{lane}_prod2")
-            rz2 = Signal(signed(_RZ_BITS), name=f"l{lane}_rz2")
-            sh2 = Signal(6, name=f"l{lane}_sh2")
-            m.d.sync += [prod2.eq((hi1 << 16) + lo1), rz2.eq(rz1), sh2.eq(sh1)]
+            prod2 = Signal(signed(_PROD_BITS), name=f"l{lane}_prod2", reset_less=True)
+            rz2 = Signal(signed(_RZ_BITS), name=f"l{lane}_rz2", reset_less=True)
+            sh2 = Signal(6, name=f"l{lane}_sh2", reset_less=True)
+            with m.If(load[2]):
+                m.d.sync += [prod2.eq((hi1 << 16) + lo1), rz2.eq(rz1), sh2.eq(sh1)]
 
             # Stage 3: add rounding and zero point (round half up = towards +infinity).
-            sum3 = Signal(signed(_SUM_BITS), name=f"l{lane}_sum3")
-            sh3 = Signal(6, name=f"l{lane}_sh3")
-            m.d.sync += [sum3.eq(prod2 + rz2), sh3.eq(sh2)]
+            sum3 = Signal(signed(_SUM_BITS), name=f"l{lane}_sum3", reset_less=True)
+            sh3 = Signal(6, name=f"l{lane}_sh3", reset_less=True)
+            with m.If(load[3]):
+                m.d.sync += [sum3.eq(prod2 + rz2), sh3.eq(sh2)]
 
             # Stage 4: arithmetic right shift by S, then saturate to 10 bits: any value outside
             # -512..511 is clamped to an int8 bound in stage 5 anyway.  The overflow test looks
@@ -208,16 +228,18 @@ class OutputStage(wiring.Component):
             high = shifted[9:]
             pos_ovf = ~sign & high.any()
             neg_ovf = sign & ~high.all()
-            sat4 = Signal(signed(10), name=f"l{lane}_sat4")
-            m.d.sync += sat4.eq(Mux(pos_ovf, 511, Mux(neg_ovf, -512, shifted[:10].as_signed())))
+            sat4 = Signal(signed(10), name=f"l{lane}_sat4", reset_less=True)
+            with m.If(load[4]):
+                m.d.sync += sat4.eq(Mux(pos_ovf, 511, Mux(neg_ovf, -512, shifted[:10].as_signed())))
 
             # Stage 5: the activation clamp.  numpy.clip's order is min(max(y, lo), hi); with
             # both compares done in parallel that is: hi if lo > hi or y > hi, else lo if y < lo,
             # else y (lo > hi cannot reach here in practice: the engines refuse it).
             lo, hi = sides[LATENCY - 2]["lo"], sides[LATENCY - 2]["hi"]
             lo_gt_hi = sides[LATENCY - 2]["lo_gt_hi"]
-            out5 = Signal(signed(8), name=f"l{lane}_out5")
-            m.d.sync += out5.eq(Mux(lo_gt_hi | (sat4 > hi), hi, Mux(sat4 < lo, lo, sat4)))
+            out5 = Signal(signed(8), name=f"l{lane}_out5", reset_less=True)
+            with m.If(load[5]):
+                m.d.sync += out5.eq(Mux(lo_gt_hi | (sat4 > hi), hi, Mux(sat4 < lo, lo, sat4)))
             m.d.comb += self.o.data[lane].eq(out5)
 
         last = sides[LATENCY - 1]
