@@ -307,11 +307,16 @@ class FcEngine(wiring.Component):
             m.d.comb += x1[b].eq(Mux(~m1.last_j | (b < rem), banks_r[b].data, 0))
         w2 = Signal.like(w1)
         x2 = Signal.like(x1)
-        m.d.sync += [w2.eq(w1), x2.eq(x1)]
+        # The data path's registers load only with a valid item (the slice's value matters only
+        # then), so that they hold still, e.g. while the conv engine drives the shared WGT port;
+        # Verilator then skips the products and the adder tree in those cycles.
+        with m.If(m1.valid):
+            m.d.sync += [w2.eq(w1), x2.eq(x1)]
         # Stage 2 -> 3: products.
         prods = [Signal(signed(16), name=f"fc_p{b}") for b in range(f)]
-        for b in range(f):
-            m.d.sync += prods[b].eq(w2[b] * x2[b])
+        with m.If(pipe[2].valid):
+            for b in range(f):
+                m.d.sync += prods[b].eq(w2[b] * x2[b])
         # Adder tree, registered every two levels (after the products at stage 3).
         level = list(prods)
         n_lv = 0
@@ -326,7 +331,8 @@ class FcEngine(wiring.Component):
                 regs = []
                 for i, v in enumerate(level):
                     r = Signal(signed(16 + n_lv), name=f"fc_t{stage}_{i}")
-                    m.d.sync += r.eq(v)
+                    with m.If(pipe[stage].valid):
+                        m.d.sync += r.eq(v)
                     regs.append(r)
                 level = regs
                 stage += 1
@@ -358,7 +364,8 @@ class FcEngine(wiring.Component):
         addend = Signal(signed(32))
         run = Signal(signed(32))
         m.d.comb += run.eq(Mux(ma.blk_first, prm_word[0].bias, addend) + tree)
-        m.d.sync += addend.eq(Mux(pre.first, bias_pre, run))
+        with m.If(pre.valid):
+            m.d.sync += addend.eq(Mux(pre.first, bias_pre, run))
         accw = Signal(data.ArrayLayout(signed(32), c))
         new_w = Signal(data.ArrayLayout(signed(32), c))
         for lane in range(c):

@@ -54,7 +54,7 @@ from amaranth.lib.wiring import In, Out
 from dlproc import isa
 from dlproc.numerics import MAX_SHIFT, MULT_BITS
 
-from .conv import TAG_BITS, _read_port, inp_word_layout
+from .conv import TAG_BITS, _bounded, _bounded_add, _read_port, inp_word_layout
 from .engine import EngineCommand
 from .output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature, prm_word_layout
 
@@ -68,19 +68,6 @@ POOL_CMD_LAYOUT = data.StructLayout(
 #: Column results kept: a window (kw <= 31 columns) plus at least 33 columns read ahead.
 COLUMN_BUFFER_DEPTH = 64
 _CI_BITS = 7  # column indices modulo 128: differences up to 64 stay unambiguous
-
-
-def _pool_addr_bits() -> int:
-    """Width holding the largest INP address an encodable POOL can form (exact range checks)."""
-    L = POOL_CMD_LAYOUT
-
-    def mx(name: str) -> int:
-        return (1 << L[name].shape.width) - 1
-
-    last_row = (mx("out_h") - 1) * mx("stride_y") + mx("kh") - 1
-    last_col = (mx("out_w") - 1) * mx("stride_x") + mx("kw") - 1
-    largest = mx("inp_base") + (mx("z_size") - 1) * mx("in_plane") + last_row * mx("in_w") + last_col
-    return largest.bit_length() + 1
 
 
 def _sum_bits(terms: int) -> int:
@@ -138,12 +125,16 @@ class PoolEngine(wiring.Component):
         cb_r = colbuf.read_port()  # synchronous, not transparent: a column is read after its write
 
         # Per command (SETUP): the row step and the column walk's skip over uncovered columns.
-        abits = _pool_addr_bits()
-        row_step = Signal(abits)  # stride_y * in_w
+        # INP addresses are bounded (see conv.py's :func:`_bounded_add`): the buffer address bits
+        # plus a sticky out-of-range bit, instead of the full width an encodable POOL can reach
+        # (38 bits): exact range checks with a short carry chain.
+        kb = self.inp_bits
+        bounded = data.StructLayout({"low": unsigned(kb), "beyond": 1})
+        row_step = Signal(bounded)  # stride_y * in_w
         n_new, n_new_m1 = Signal(5), Signal(5)  # min(stride_x, kw) (- 1): columns a further output adds
         skip = Signal(4)  # 1 + max(stride_x - kw, 0): to the next output's first new column
         back = Signal(_CI_BITS)  # min(stride_x, kw) - kw modulo 128: window start from its end
-        plane_base = Signal(abits)
+        plane_base = Signal(bounded)
         z = Signal(16)
         q = Signal(isa.SRAM_ADDR_BITS + 1)  # OUT address: one step at a time, so the check is exact
         prm_addr = Signal(isa.SRAM_ADDR_BITS + 1)
@@ -152,7 +143,7 @@ class PoolEngine(wiring.Component):
         last_z = z == a.z_size - 1
 
         # Column walk state (reset per plane).
-        orow_base, cbase, addr = (Signal(abits, name=n) for n in ("orow_base", "col_base", "inp_addr"))
+        orow_base, cbase, addr = (Signal(bounded, name=n) for n in ("orow_base", "col_base", "inp_addr"))
         ky, j, ncols_m1 = Signal(5), Signal(5), Signal(5)
         ox, oy = Signal(16), Signal(16)
         pix = Signal(33)  # output pixel within the plane, for the accumulator-depth check
@@ -172,12 +163,10 @@ class PoolEngine(wiring.Component):
         r1 = {k: Signal(w, name=f"r1_{k}") for k, w in (("valid", 1), ("first", 1), ("last", 1), ("col", 6))}
         r2 = {k: Signal(w, name=f"r2_{k}") for k, w in (("valid", 1), ("first", 1), ("last", 1), ("col", 6))}
         w3_en, w3_col = Signal(), Signal(6)
-        w3_data = Signal(data.ArrayLayout(col_shape, c))
         ob = self.out_bits
-        f1 = {k: Signal(w, name=f"f1_{k}") for k, w in (("valid", 1), ("first", 1), ("last", 1), ("final", 1),
-                                                          ("oob", 1), ("q", ob))}
-        f2 = {k: Signal(w, name=f"f2_{k}") for k, w in (("valid", 1), ("first", 1), ("last", 1), ("final", 1),
-                                                          ("oob", 1), ("q", ob))}
+        f_fields = (("valid", 1), ("first", 1), ("last", 1), ("final", 1), ("oob", 1), ("q", ob))
+        f1 = {k: Signal(w, name=f"f1_{k}") for k, w in f_fields}
+        f2 = {k: Signal(w, name=f"f2_{k}") for k, w in f_fields}
         s3_valid, s3_final, s3_q = Signal(), Signal(name="p3_final"), Signal(ob, name="p3_q")
         in_flight = r1["valid"] | r2["valid"] | w3_en | f1["valid"] | f2["valid"] | s3_valid
 
@@ -192,11 +181,11 @@ class PoolEngine(wiring.Component):
             with m.State("SETUP"):
                 new_cols = Mux(a.stride_x < a.kw, a.stride_x, a.kw)
                 m.d.sync += [
-                    row_step.eq(a.stride_y * a.in_w),
+                    row_step.eq(_bounded(a.stride_y * a.in_w, kb)),
                     n_new.eq(new_cols), n_new_m1.eq(new_cols - 1),
                     skip.eq(Mux(a.stride_x > a.kw, a.stride_x - a.kw + 1, 1)),
                     back.eq(new_cols - a.kw),
-                    plane_base.eq(a.inp_base), z.eq(0), q.eq(a.out_base), prm_addr.eq(a.prm_base),
+                    plane_base.eq(_bounded(a.inp_base, kb)), z.eq(0), q.eq(a.out_base), prm_addr.eq(a.prm_base),
                 ]
                 m.next = "PLANE_PRM"
             with m.State("PLANE_PRM"):
@@ -235,7 +224,7 @@ class PoolEngine(wiring.Component):
                     with m.If(last_z):
                         m.next = "IDLE"
                     with m.Else():
-                        m.d.sync += [z.eq(z + 1), plane_base.eq(plane_base + a.in_plane),
+                        m.d.sync += [z.eq(z + 1), plane_base.eq(_bounded_add(plane_base, _bounded(a.in_plane, kb))),
                                      prm_addr.eq(prm_addr + 1)]
                         m.next = "PLANE_PRM"
 
@@ -249,34 +238,39 @@ class PoolEngine(wiring.Component):
         last_ky, last_j = ky == a.kh - 1, j == ncols_m1
         with m.If(rgo):
             with m.If(~last_ky):
-                m.d.sync += [ky.eq(ky + 1), addr.eq(addr + a.in_w)]
+                m.d.sync += [ky.eq(ky + 1), addr.eq(_bounded_add(addr, _bounded(a.in_w, kb)))]
             with m.Else():
                 m.d.sync += [ky.eq(0), ccol.eq(ccol + 1)]
                 with m.If(~last_j):
-                    m.d.sync += [j.eq(j + 1), cbase.eq(cbase + 1), addr.eq(cbase + 1)]
+                    nxt = _bounded_add(cbase, _bounded(Const(1, 1), kb))
+                    m.d.sync += [j.eq(j + 1), cbase.eq(nxt), addr.eq(nxt)]
                 with m.Else():
                     m.d.sync += [j.eq(0), pix.eq(pix + 1)]
                     with m.If(ox != a.out_w - 1):
-                        nxt = cbase + skip
+                        nxt = _bounded_add(cbase, _bounded(skip, kb))
                         m.d.sync += [ox.eq(ox + 1), ncols_m1.eq(n_new_m1), cbase.eq(nxt), addr.eq(nxt)]
                     with m.Elif(oy != a.out_h - 1):
-                        nxt = orow_base + row_step
+                        nxt = _bounded_add(orow_base, row_step)
                         m.d.sync += [ox.eq(0), oy.eq(oy + 1), ncols_m1.eq(a.kw - 1), orow_base.eq(nxt),
                                      cbase.eq(nxt), addr.eq(nxt)]
                     with m.Else():
                         m.d.sync += rdone.eq(1)
-        m.d.comb += [self.inp.addr.eq(addr), self.inp.en.eq(rgo)]
-        errs.append((rgo & (addr >= hw.inp_depth), E.SRAM_RANGE))
+        m.d.comb += [self.inp.addr.eq(addr.low), self.inp.en.eq(rgo)]
+        errs.append((rgo & (addr.beyond | (addr.low >= hw.inp_depth)), E.SRAM_RANGE))
         errs.append((rgo & (pix >= self.acc_depth), E.SRAM_RANGE))
 
         m.d.sync += [r1["valid"].eq(rgo), r1["first"].eq(ky == 0), r1["last"].eq(last_ky), r1["col"].eq(ccol[:6])]
         m.d.sync += [r2[k].eq(r1[k]) for k in r1]
         # r1 -> r2: the word is registered as the value to fold, x - zp_in for AVG (9 bits), so
         # that r2 has a single adder (or comparator) in front of the running column value.
+        # The data registers of both walks load only with a valid item (their value matters only
+        # then): otherwise they would follow the shared INP port and column buffer every cycle,
+        # which costs simulation time while other engines run.
         x2 = Signal(data.ArrayLayout(signed(9), c))
-        for lane in range(c):
-            x = self.inp.data[lane]
-            m.d.sync += x2[lane].eq(Mux(is_avg, x - a.zp_in, x))
+        with m.If(r1["valid"]):
+            for lane in range(c):
+                x = self.inp.data[lane]
+                m.d.sync += x2[lane].eq(Mux(is_avg, x - a.zp_in, x))
         col = Signal(data.ArrayLayout(col_shape, c))
         col_new = Signal(data.ArrayLayout(col_shape, c))
         for lane in range(c):
@@ -285,8 +279,12 @@ class PoolEngine(wiring.Component):
             m.d.comb += col_new[lane].eq(Mux(r2["first"], val, folded))
         with m.If(r2["valid"]):
             m.d.sync += col.eq(col_new)
-        m.d.sync += [w3_en.eq(r2["valid"] & r2["last"]), w3_col.eq(r2["col"]), w3_data.eq(col_new)]
-        m.d.comb += [cb_w.addr.eq(w3_col), cb_w.data.eq(w3_data), cb_w.en.eq(w3_en)]
+        # The buffer is written from ``col`` itself, which holds the complete column after its
+        # last word, so col_new has a single use (evaluated only with a valid word).
+        m.d.sync += w3_en.eq(r2["valid"] & r2["last"])
+        with m.If(r2["valid"] & r2["last"]):
+            m.d.sync += w3_col.eq(r2["col"])
+        m.d.comb += [cb_w.addr.eq(w3_col), cb_w.data.eq(col), cb_w.en.eq(w3_en)]
         with m.If(w3_en):
             m.d.sync += written.eq(written + 1)
 
@@ -316,7 +314,8 @@ class PoolEngine(wiring.Component):
         # f1 -> f2: the column word is registered, so that f2 has one adder (or comparator) in
         # front of the running window value, as in the column walk.
         cv2 = Signal(data.ArrayLayout(col_shape, c))
-        m.d.sync += cv2.eq(cb_r.data)
+        with m.If(f1["valid"]):
+            m.d.sync += cv2.eq(cb_r.data)
         win = Signal(data.ArrayLayout(win_shape, c))  # running max or sum per lane
         win_new = Signal(data.ArrayLayout(win_shape, c))
         for lane in range(c):
