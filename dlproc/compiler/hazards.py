@@ -194,9 +194,6 @@ class Tracker:
         self._pos_arr = np.zeros(1024, dtype=np.int64)
 
     # -- order ----------------------------------------------------------------------------------
-    def happens_before(self, a: int, b_clock: np.ndarray) -> bool:
-        return b_clock[self.unit[a]] >= self.pos[a]
-
     def outstanding(self, q: str) -> int:
         return len(self.pushes[q]) - len(self.pops[q])
 

@@ -500,8 +500,6 @@ class _Machine:
         self.load_phase: list[tuple[float, float, float, int, int]] = []
         self.load_rate: dict[int, float] = {}  #: LOAD index -> the read rate its own mechanics allow
         self.store_request: list[tuple[float, int]] = []  # (first write request, index) of every STORE
-        #: STORE index -> (write delay, LOAD beats read between its bursts) (second pass)
-        self.store_first: dict[int, tuple[float, float]] = {}
 
     # ---- fetch --------------------------------------------------------------------------------
     def _fetch_setup(self) -> None:
@@ -897,21 +895,20 @@ def simulate_program(config: Any, program: bytes | Iterable[isa.Instruction], *,
     first.run()
     # The drain-and-refill bubbles come from write bursts holding the one shared master; with two
     # memory ports a STORE never stalls a LOAD's read commands.
-    bubbles, stores = _load_bubbles(first, tp) if tp.mem_ports == 1 else ({}, {})
+    bubbles = _load_bubbles(first, tp) if tp.mem_ports == 1 else {}
     if not bubbles:
         return first.timeline()
     second = _Machine(insns, tp, insn_base)
     second.bubbles = bubbles
-    second.store_first = stores
     second.run()
     return second.timeline()
 
 
-def _load_bubbles(m: _Machine, tp: TimingParams) -> tuple[dict[int, float], dict[int, tuple[float, float]]]:
-    """How STOREs and LOADs that overlap on the bus (in the first pass) slow each other.
+def _load_bubbles(m: _Machine, tp: TimingParams) -> dict[int, float]:
+    """How STOREs and LOADs that overlap on the bus (in the first pass) slow the LOADs.
 
-    Returns the extra data-phase cycles of the LOADs hit, and per interleaving STORE the delay of
-    its first write and the LOAD beats read between its write bursts (for the second pass).
+    Returns the extra data-phase cycles of the LOADs hit (the second pass times each STORE
+    against the LOADs it meets then, ``_Machine._store_meets_load``).
 
     The mechanism (``gateware/dma.py`` MemoryArbiter, the DDR model of ``sim/native/ddr.h``): the
     arbiter alternates load and store commands and finishes a write burst before the next
@@ -949,11 +946,8 @@ def _load_bubbles(m: _Machine, tp: TimingParams) -> tuple[dict[int, float], dict
     phases = sorted(m.load_phase)
     starts = [p[0] for p in phases]
     out: dict[int, float] = {}
-    stores: dict[int, tuple[float, float]] = {}
     for t, si in m.store_request:
-        hit = _interleave(m, tp, phases, starts, t, si, out)
-        if hit is not None:
-            stores[si] = hit
+        if _interleave(m, tp, phases, starts, t, si, out) is not None:
             continue
         # A STORE still writing when the next LOAD's first read command comes (it started just
         # before): from there the arbiter alternates them as for a STORE that comes during the
@@ -967,7 +961,7 @@ def _load_bubbles(m: _Machine, tp: TimingParams) -> tuple[dict[int, float], dict
                 s_left = m.bus.busy_beats("store", tr, s_end)
                 if s_left > 0:
                     _interleave(m, tp, phases, starts, tr, si, out, s_left=s_left)
-    return out, stores
+    return out
 
 
 def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, float, float, int, int]],
