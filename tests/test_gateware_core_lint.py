@@ -107,3 +107,11 @@ def test_unbuildable_configuration_is_a_clear_config_error():
     cfg.set_module_property("conv", "InputMemorySize", [2048, 1024, 1])  # 2 Mi words of 2 bytes
     with pytest.raises(ConfigError, match=r"inp_depth = 2097152 words is outside the encodable range 1..1048576"):
         generate_verilog(cfg)
+
+
+def test_verilog_keeps_xor_with_constants(small_verilog):
+    # rtlil_to_verilog runs Yosys's proc without its trailing opt_expr, so the conv engine's
+    # offset-binary adder tree stays `prod ^ 16'h8000` (one instruction in Verilator) instead of
+    # `{~prod[15], prod[14:0]}` (five): docs/simulation.md "Speed".
+    assert re.search(r"= prod_0_0 \^ 16'h8000;", small_verilog)
+    assert not re.search(r"~ prod_0_0\[15\]", small_verilog)
