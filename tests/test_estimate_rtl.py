@@ -1,9 +1,10 @@
 """The performance estimator against the Verilated processor (small configuration, C = 4, the
 same configuration and harness build as ``test_rtl_layers.py``): estimated cycles of layer
 programs (DMA-bound pools included) within 5 % of the simulated CYCLES register, a STORE
-interleaving a LOAD, and a small compiled network within 3 % (per profiled layer within 5 %); LRN
-layers and LRNTAB on the C = 4 processor with the LRN block (``sim_fixture.blocks_config``). See
-``docs/estimator.md`` for the measured figures."""
+interleaving a LOAD, small compiled networks within 3 % (per profiled layer within 5 %; one with
+a DMA-bound pool weakly joined after a conv); LRN layers and LRNTAB on the C = 4 processor with
+the LRN block (``sim_fixture.blocks_config``). See ``docs/estimator.md`` for the measured
+figures."""
 
 from __future__ import annotations
 
@@ -104,7 +105,10 @@ def test_store_interleaving_a_load_within_5_percent(sim, store_beats):
     assert est - alone >= store_beats  # the write beats take the bus from the LOAD
 
 
-DDR_SUBSET = ["random0", "1x1_16to32_12x12", "3x3s2_8to16_21x21", "pool_max", "maxpool3s2_16x20x20"]
+#: (with the DMA-bound 3x3 s1 pool: below the bus rate the DDR's credit bucket hides the
+#: alternation's dead cycles, see performance._pair_cycles; without that it was +9 % at 8 B/cycle)
+DDR_SUBSET = ["random0", "1x1_16to32_12x12", "3x3s2_8to16_21x21", "pool_max", "maxpool3s2_16x20x20",
+              "maxpool3s1_16x14x14"]
 
 
 @pytest.mark.parametrize("bytes_per_cycle,latency", [(8, 40), (16, 80)])
@@ -181,6 +185,48 @@ def test_inception_like_network_within_3_percent():
     # first LOADs overlap r3's last STOREs on the one port): every row within 5 % all the same.
     for est, rtl in zip(rep.layers, prof.layers):
         assert est.cycles == pytest.approx(rtl.cycles, rel=0.05), f"{est.name}: estimated {est.cycles}, RTL {rtl.cycles}"
+
+
+def _conv_then_pool():
+    """The folded RGB first conv and a 2x2 max pool on its output (like ``plain``'s c1 and p1 in
+    ``benchmarks/bench_estimator.py``), then a conv."""
+    from test_quant_nets import RELU, NetBuilder, rand_b, rand_w
+
+    rng = np.random.default_rng(1)
+    b = NetBuilder("conv_pool", (3, 24, 24))
+    x = b.conv("c1", "input", rand_w(rng, 16, 3, 3, 3), rand_b(rng, 16), pads=(1, 1, 1, 1), act=RELU)
+    x = b.pool("p1", x, "maxpool", 2, 2)
+    b.conv("c2", x, rand_w(rng, 8, 16, 3, 3), rand_b(rng, 8), pads=(1, 1, 1, 1), act=RELU)
+    return b.build(["c2"])
+
+
+def test_dma_bound_pool_weakly_joined_after_a_conv_within_5_percent():
+    """A DMA-bound max pool weakly joined after a conv on the one memory port: the pool's first
+    LOADs start while the conv's last STOREs write, and each pool tile's STORE meets the next
+    tile's LOAD, early in it or late in its data. The estimator decides each such overlap when
+    both transfers are known, in one pass; with the two passes before (the LOADs kept the
+    bubbles of a first pass in which the STOREs met them elsewhere) the pool was +13.6 % (RTL
+    3,477 cycles, estimate 3,951; now 3,454)."""
+    from dlproc.compiler import compile_network
+    from dlproc.workflow import Workflow
+
+    cn = compile_network(synthetic_quantize(_conv_then_pool()), CFG)
+    assert any("joined without a full barrier" in n for n in cn.notes)
+    rep = estimate_compiled(cn, CFG)
+    tl = rep.timeline
+    pool = next(l for l in cn.layers if l.name == "p1")
+    first_load = next(i for i in range(pool.insn_first, pool.insn_first + pool.insn_count) if tl.unit[i] == "load")
+    assert tl.start[first_load] < tl.marks[cn.profile[0].index]  # (weakly joined: it overlaps c1)
+    wf = Workflow(cn, CFG, target="sim")
+    wf.deploy()
+    x = np.random.default_rng(0).standard_normal((1, 3, 24, 24)).astype(np.float32)
+    _, prof = wf.predict(x, profile=True, display=False)
+    wf.close()
+    assert rep.cycles == pytest.approx(prof.last_frame_cycles, rel=0.03)
+    assert [l.name for l in rep.layers] == ["c1", "p1", "c2"] == [l.name for l in prof.layers]
+    for est, rtl in zip(rep.layers, prof.layers):
+        assert est.cycles == pytest.approx(rtl.cycles, rel=0.05), f"{est.name}: estimated {est.cycles}, RTL {rtl.cycles}"
+    assert rep.layers[1].bound == "memory"
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ one cycle at a time), so a GoogLeNet-sized stream takes well under a second:
   two read bursts; the first write burst waits for the read data in flight while holding the
   arbiter, so the read pipeline drains and refills); the LOAD's data phase grows by the write
   beats and the cycles the alternation loses, the STORE by the read beats between its bursts.
-  Which transfers overlap is found in a first pass over the program, and a second pass times
-  the program with those interactions (see :func:`_load_bubbles`);
+  The overlap is decided in the one pass over the program, when both transfers are known
+  (whichever of the two comes second on the bus times both, see :func:`_interleave`);
 * **CONV/POOL** durations follow the engines' documented behaviour (``gateware/conv.py``,
   ``pool.py``, ``output_stage.py``): ``max(N, 3)`` cycles per tap, the accumulate-stage depth,
   the ping-pong drain of N cycles, the output-stage latency; POOL waits for all earlier compute.
@@ -156,7 +156,8 @@ class TimingParams:
     #: bus cycles without data per read/write burst pair while the arbiter alternates a LOAD and
     #: a STORE (read grant, read command, write grant, first write cycle: 4, of which returning
     #: read data covers about one; measured on the RTL, 4.3 per pair in the steady state of an
-    #: LRN layer at C = 4 and 3.5 over GoogLeNet's conv2/norm2)
+    #: LRN layer at C = 4 and 3.5 over GoogLeNet's conv2/norm2; at the bus rate: below it the
+    #: DDR's credit bucket hides some, see _pair_cycles)
     pair_cycles: float = 3
     fc_lanes: int = 4  #: the FC engine's lanes F (one weight slice of F bytes per cycle)
     #: memory masters (MemoryPorts): 1 shared by all clients; 2 a read port (fetch, load) and a
@@ -454,6 +455,22 @@ _PUSHES = {
 }
 
 
+@dataclass
+class _LoadRec:
+    """What the load unit needs to book (and re-book) one LOAD's data phase on the bus."""
+
+    t0: float  #: taken by the gate
+    t_req: float  #: first read command
+    data_start: float  #: first read data (alone)
+    span: float  #: data-phase cycles its own mechanics need (alone)
+    beats: int
+    writer: int  #: SRAM words the writer writes (padding included)
+    pre: int  #: padding words before the first data word
+    post: int  #: padding words after the last data word
+    bubble: float = 0.0  #: extra data-phase cycles from STOREs that alternate with it
+    seg0: int = 0  #: its first segment in the bus calendar's "load" list
+
+
 class _Machine:
     def __init__(self, insns: Sequence[isa.Instruction], tp: TimingParams, insn_base: int):
         self.insns = list(insns)
@@ -495,7 +512,15 @@ class _Machine:
         self.pool_idle = 0.0
         self.finish_time: float | None = None
         self._runners = {"load": self._run_load, "compute": self._run_compute, "store": self._run_store}
-        self.bubbles: dict[int, float] = {}  # LOAD index -> extra data-phase cycles (second pass)
+        #: LOAD index -> extra data-phase cycles charged before it ran, by a STORE that knew it
+        #: would come (the load unit's next LOAD, its tokens there; see _store_meets_load)
+        self.bubbles: dict[int, float] = {}
+        self.load_rec: dict[int, _LoadRec] = {}
+        self.alt_end: dict[int, float] = {}  # LOAD index -> end of the last STORE alternating with it
+        self.store_knew: set[int] = set()  # LOADs a STORE timed itself against before they ran
+        self.push_slot: dict[int, list[tuple[str, int]]] = {}  # index -> its token pushes
+        self.store_seg: dict[int, tuple[str, int]] = {}  # STORE index -> (bus client, first segment)
+        self.store_cap: dict[int, float] = {}  # STORE index -> the write rate its own mechanics allow
         #: (first read request, data start, data end, index, beats) of every LOAD
         self.load_phase: list[tuple[float, float, float, int, int]] = []
         self.load_rate: dict[int, float] = {}  #: LOAD index -> the read rate its own mechanics allow
@@ -584,8 +609,11 @@ class _Machine:
             self.tok.pop(q)
 
     def _give(self, i: int, t: float) -> None:
+        slots = []
         for q in self.pushes[i]:
+            slots.append((q, len(self.tok.pushes[q])))
             self.tok.push(q, t)
+        self.push_slot[i] = slots
 
     # ---- units --------------------------------------------------------------------------------
     def _ready(self, u: str) -> tuple[float, int, float, float] | None:
@@ -670,26 +698,7 @@ class _Machine:
         # Express the transfer as a rate over the data phase so the bus can share it.
         data_start = t_req + tp.ddr_latency
         span = issue_span + avg / tp.ddr_rate
-        # STOREs that write while this LOAD still issues read commands alternate with it on the
-        # arbiter: the first write burst stalls behind the read data in flight (the read
-        # pipeline drains and refills), the others go between its read bursts. The bubble holds
-        # their beats and the lost cycles (found in the first pass, see _load_bubbles).
         own = min(beats / span, tp.ddr_rate) if span > 0 else tp.ddr_rate  # its own read rate
-        span += self.bubbles.get(i, 0.0)
-        cap = beats / span if span > 0 else tp.ddr_rate
-        # A write burst in progress when the first read command is ready holds the arbiter (a
-        # write burst is finished before the next command): it pushes the read commands, and the
-        # data after them, back. Later write bursts alternate with read commands already in flight.
-        # (With two memory ports the write bursts have a master of their own.)
-        if tp.mem_ports == 1 and i not in self.bubbles and self.bus.busy_beats("store", t_req, t_req + 1) > 0:
-            data_start += min(self.bus.busy_beats("store", t_req, data_start), tp.max_burst) / tp.ddr_rate
-        if i in self.bubbles:
-            # The bubble holds the interleaving STOREs' beats: the data phase is not slowed by
-            # them a second time.
-            data_end = self._serve_unmixed(data_start, beats, cap)
-        else:
-            data_end = self.bus.serve("load", data_start, beats, cap)
-        self.load_phase.append((t_req, data_start, data_end, i, beats))
         self.load_rate[i] = own
         # The writer: one SRAM word per cycle, padding included; it starts 4 cycles after t0.
         hp = insn.y_size + insn.pad_top + insn.pad_bottom
@@ -699,16 +708,136 @@ class _Machine:
         writer = words + data_words * (eb - 1)
         pre = insn.pad_top * wp + insn.pad_left
         post = insn.pad_bottom * wp + insn.pad_right
-        writer_end = max(t0 + 4 + pre, data_start) + (writer - pre)
-        done = max(data_end + tp.load_done + post, writer_end + tp.load_done)
+        rec = _LoadRec(t0=t0, t_req=t_req, data_start=data_start, span=span, beats=beats,
+                       writer=writer, pre=pre, post=post)
+        self.load_rec[i] = rec
+        # STOREs that write while this LOAD still issues read commands alternate with it on the
+        # arbiter: the first write burst stalls behind the read data in flight (the read
+        # pipeline drains and refills), the others go between its read bursts. The bubble holds
+        # their beats and the lost cycles. Whoever of the two comes second on the bus decides
+        # the overlap, when both are known: a STORE that comes while this LOAD reads charges it
+        # then (_run_store -> _extend_load); a STORE that is still writing now, when this LOAD's
+        # first read command comes, charges it here; a STORE that already knew this LOAD would
+        # come (the load unit's next LOAD, its tokens there) left its charge in `bubbles`.
+        bubble = self.bubbles.get(i)
+        if bubble is None and tp.mem_ports == 1 and i not in self.store_knew:
+            bubble = self._bubble_from_writing_store(i, rec)
+        if bubble is None:
+            # A write burst in progress when the first read command is ready holds the arbiter
+            # (a write burst is finished before the next command): it pushes the read commands,
+            # and the data after them, back. (With two memory ports the write bursts have a
+            # master of their own.)
+            if tp.mem_ports == 1 and self.bus.busy_beats("store", t_req, t_req + 1) > 0:
+                rec.data_start += min(self.bus.busy_beats("store", t_req, data_start), tp.max_burst) / tp.ddr_rate
+            rec.seg0 = len(self.bus.segs["load"][0])
+            data_end = self.bus.serve("load", rec.data_start, beats, beats / span if span > 0 else tp.ddr_rate)
+        else:
+            rec.bubble = bubble
+            data_end = self._book_bubbled(rec)
+        self.load_phase.append((t_req, rec.data_start, data_end, i, beats))
+        done = self._load_done(rec, data_end)
         self.end[i] = done
         self.dma_beats[i] = beats
         self.free["load"] = done + tp.load_restart
         self.idle["load"] = done + 1
         self._give(i, done)
 
+    def _load_done(self, rec: _LoadRec, data_end: float) -> float:
+        """The done pulse of a LOAD whose last data arrives at ``data_end``: the writer writes one
+        SRAM word per cycle (padding included) from 4 cycles after the gate took it."""
+        tp = self.tp
+        writer_end = max(rec.t0 + 4 + rec.pre, rec.data_start) + (rec.writer - rec.pre)
+        return max(data_end + tp.load_done + rec.post, writer_end + tp.load_done)
+
+    def _book_bubbled(self, rec: _LoadRec) -> float:
+        """Book the data phase of a LOAD that interleaving STOREs slow by ``rec.bubble`` cycles;
+        returns its last data. The bubble holds those STOREs' beats, so the data phase does not
+        see them a second time (``_serve_unmixed``)."""
+        span = rec.span + rec.bubble
+        rec.seg0 = len(self.bus.segs["load"][0])
+        return self._serve_unmixed(rec.data_start, rec.beats, rec.beats / span if span > 0 else self.tp.ddr_rate)
+
+    def _extend_load(self, li: int, extra: float) -> None:
+        """A STORE that came while LOAD ``li`` reads slows it by ``extra`` cycles: re-book its data
+        phase and move its done pulse, its tokens and the load unit's next start.
+
+        The worklist runs instructions in time order, so nothing that follows this LOAD's done
+        pulse (its tokens' consumers, the load unit's next LOAD) has run yet: the LOAD that a
+        STORE meets is the last one the load unit booked, and its segments end the "load" list."""
+        rec = self.load_rec[li]
+        t0s, t1s, rates = self.bus.segs["load"]
+        del t0s[rec.seg0:], t1s[rec.seg0:], rates[rec.seg0:]
+        rec.bubble += extra
+        data_end = self._book_bubbled(rec)
+        phase = self.load_phase[-1]
+        assert phase[3] == li, "a STORE can only slow the last LOAD the load unit booked"
+        self.load_phase[-1] = (phase[0], phase[1], data_end, li, phase[4])
+        done = self._load_done(rec, data_end)
+        self.end[li] = done
+        self.free["load"] = done + self.tp.load_restart
+        self.idle["load"] = done + 1
+        for q, k in self.push_slot.get(li, ()):
+            if k >= self.tok.pops[q]:  # (not consumed yet; see above)
+                self.tok.pushes[q][k] = done
+
+    def _bubble_from_writing_store(self, i: int, rec: _LoadRec) -> float | None:
+        """The bubble of LOAD ``i`` from a STORE that is still writing when its first read
+        command comes (one port): from there the arbiter alternates them as for a STORE that
+        comes during the LOAD, with the beats the STORE has left. None if no STORE writes then."""
+        tp = self.tp
+        if not self.store_request:
+            return None
+        first, si = self.store_request[-1]
+        s_end = self.end[si] - tp.store_done
+        if not first <= rec.t_req < s_end:
+            return None
+        s_left = self.bus.busy_beats("store", rec.t_req, s_end)
+        if "mixed" in self.bus.segs:
+            s_left += self.bus.busy_beats("mixed", rec.t_req, s_end)
+        if s_left <= 0:
+            return None
+        alone = rec.data_start + rec.span
+        phases = [(rec.t_req, rec.data_start, alone, i, rec.beats)]
+        out: dict[int, float] = {}
+        hit = _interleave(self, tp, phases, [rec.t_req], rec.t_req, si, out, s_left=s_left)
+        if hit is not None:
+            # The STORE's remaining bursts alternate with this LOAD's: it is slowed too.
+            self._extend_store(si, rec.t_req, s_left, hit)
+            if i in out:
+                self.alt_end[i] = self.end[si] - tp.store_done - tp.write_response_latency
+        return out.get(i)
+
+    def _extend_store(self, si: int, t: float, left: float, hit: tuple[float, float]) -> None:
+        """STORE ``si``, still writing at ``t`` with ``left`` beats to go, alternates from there
+        with a LOAD that started then (``hit``: the delay of its next write and the read beats
+        between its write bursts, from :func:`_interleave`): re-book its remaining beats where
+        that LOAD's bubble does not see them ("mixed") and move its done pulse and tokens. As in
+        :meth:`_extend_load`, nothing after its done pulse has run yet (time order)."""
+        tp = self.tp
+        delay, between = hit
+        end = self.end[si] - tp.store_done - tp.write_response_latency
+        cap = min(self.store_cap[si], tp.ddr_rate)
+        new_end = t + delay + max(left / cap, (left + between) / tp.ddr_rate)
+        if new_end <= end:
+            return
+        client, seg0 = self.store_seg[si]
+        t0s, t1s, rates = self.bus.segs[client]
+        keep = seg0
+        while keep < len(t0s) and t0s[keep] < t:
+            t1s[keep] = min(t1s[keep], t)
+            keep += 1
+        del t0s[keep:], t1s[keep:], rates[keep:]
+        self._book_mixed(t, new_end, left / (new_end - t))
+        done = new_end + tp.store_done + tp.write_response_latency
+        self.end[si] = done
+        self.free["store"] = done + tp.store_restart
+        self.idle["store"] = done + 1
+        for q, k in self.push_slot.get(si, ()):
+            if k >= self.tok.pops[q]:
+                self.tok.pushes[q][k] = done
+
     def _book_mixed(self, t0: float, t1: float, rate: float) -> None:
-        """Book the write beats of a STORE that interleaves LOADs (second pass) on the bus, where
+        """Book the write beats of a STORE that interleaves LOADs on the bus, where
         every other transfer sees them but not the LOADs whose bubbles already hold them."""
         self.bus.segs.setdefault("mixed", ([], [], []))
         self.bus._add("mixed", t0, t1, rate)
@@ -744,21 +873,27 @@ class _Machine:
         per_burst = max(tp.planner_period, avg / tp.ddr_rate + 1)
         cap = avg / per_burst
         self.store_request.append((first, i))
-        hit = self._store_meets_load(first, i)
+        hit, charged = self._store_meets_load(first, i)
         if hit is not None:
             # It interleaves a LOAD that still issues read commands: the arbiter alternates
-            # commands, so its write bursts go in that LOAD's bubble (which the LOAD was charged
-            # in this pass) after the read data in flight, not after the whole LOAD; one read
+            # commands, so its write bursts go in that LOAD's bubble (which _store_meets_load
+            # just charged it) after the read data in flight, not after the whole LOAD; one read
             # burst of the LOAD goes between two of its write bursts while both have bursts.
             delay, between = hit
             start = first + delay
             end = start + max(beats / min(cap, tp.ddr_rate), (beats + between) / tp.ddr_rate)
             if between > 0:
+                self.store_seg[i] = ("mixed", len(self.bus.segs.get("mixed", ([],))[0]))
                 self._book_mixed(start, end, beats / (end - start))
             else:  # it waits for the last read data of a LOAD that is not slowed
+                self.store_seg[i] = ("store", len(self.bus.segs["store"][0]))
                 self.bus._add("store", start, end, beats / (end - start))
         else:
+            self.store_seg[i] = ("store", len(self.bus.segs["store"][0]))
             end = self.bus.serve("store", first, beats, cap)
+        self.store_cap[i] = cap
+        for li in charged:
+            self.alt_end[li] = end
         done = end + tp.store_done + tp.write_response_latency  # two ports: wait for the last response
         self.end[i] = done
         self.dma_beats[i] = beats
@@ -766,29 +901,46 @@ class _Machine:
         self.idle["store"] = done + 1
         self._give(i, done)
 
-    def _store_meets_load(self, first: float, i: int) -> tuple[float, float] | None:
+    def _store_meets_load(self, first: float, i: int) -> tuple[tuple[float, float] | None, list[int]]:
         """(delay of its first write, LOAD beats read between its write bursts) of a STORE whose
-        first write request at ``first`` meets a LOAD that still reads (second pass, one port).
+        first write request at ``first`` meets a LOAD that still reads (one port), or None; and
+        the LOADs it slows.
 
         The units book their transfers in time order (:meth:`_step_earliest`), so every LOAD that
-        starts before this STORE is on the calendar: the STORE is timed against the LOADs of this
-        pass (the overlaps may differ from the first pass', e.g. the next operation's first LOAD
-        after a weak join), while the LOADs keep the bubbles of the first pass."""
+        starts before this STORE is on the calendar, and the STORE and the LOADs it meets are
+        timed together, here, when both are known: the LOAD it meets (the last one the load unit
+        booked) is slowed now (:meth:`_extend_load`), and the load unit's next LOAD, if the STORE
+        goes on alternating with it, gets its charge when it runs (``bubbles``). (Before, the
+        bubbles came from a first pass in which the STOREs met the LOADs elsewhere: a pool
+        tile's STORE fell into the next LOAD's latency window there, and the LOAD kept that
+        bubble in the second pass, where the STORE met it late in its data, nearly harmless.)"""
         tp = self.tp
-        if not self.bubbles or tp.mem_ports != 1:
-            return None
+        if tp.mem_ports != 1 or not self.load_phase:
+            return None, []
         phases = self.load_phase[-8:]  # (the LOADs it can still meet are the last ones booked)
         # The load unit's next LOAD, if its tokens are there, starts during this STORE's
         # alternation (the load unit goes on right away): put it on the list as it will start.
         nxt = self._ready("load")
-        if nxt is not None and phases and isinstance(self.insns[nxt[1]], isa.Load):
+        li = None
+        if nxt is not None and isinstance(self.insns[nxt[1]], isa.Load):
             t_l, li = nxt[0], nxt[1]
             load = self.insns[li]
             l_beats = _transfer_bursts(load, tp.elem_beats[isa.Buf(load.buf).name], tp)[1]
             ds = t_l + tp.ddr_latency
             phases = phases + [(t_l, ds, ds + l_beats / tp.ddr_rate + self.bubbles.get(li, 0.0), li, l_beats)]
             self.load_rate.setdefault(li, tp.ddr_rate)
-        return _interleave(self, tp, phases, [p[0] for p in phases], first, i, {})
+        out: dict[int, float] = {}
+        hit = _interleave(self, tp, phases, [p[0] for p in phases], first, i, out)
+        if hit is None:
+            return None, []
+        for index, extra in out.items():
+            if index in self.load_rec:
+                self._extend_load(index, extra)
+            else:  # the load unit's next LOAD: charged when it runs
+                self.bubbles[index] = self.bubbles.get(index, 0.0) + extra
+        if li is not None and li in out and li not in self.load_rec:
+            self.store_knew.add(li)  # (it timed itself against that LOAD: no second charge)
+        return hit, list(out)
 
     def _run_compute(self, i: int, head: float, tok: float) -> None:
         tp = self.tp
@@ -891,39 +1043,37 @@ def simulate_program(config: Any, program: bytes | Iterable[isa.Instruction], *,
     else:
         insns = list(program)
     tp = timing or TimingParams.from_config(config)
-    first = _Machine(insns, tp, insn_base)
-    first.run()
-    # The drain-and-refill bubbles come from write bursts holding the one shared master; with two
-    # memory ports a STORE never stalls a LOAD's read commands.
-    bubbles = _load_bubbles(first, tp) if tp.mem_ports == 1 else {}
-    if not bubbles:
-        return first.timeline()
-    second = _Machine(insns, tp, insn_base)
-    second.bubbles = bubbles
-    second.run()
-    return second.timeline()
+    return _Machine(insns, tp, insn_base).run()
 
 
-def _load_bubbles(m: _Machine, tp: TimingParams) -> dict[int, float]:
-    """How STOREs and LOADs that overlap on the bus (in the first pass) slow the LOADs.
-
-    Returns the extra data-phase cycles of the LOADs hit (the second pass times each STORE
-    against the LOADs it meets then, ``_Machine._store_meets_load``).
+def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, float, float, int, int]],
+                starts: Sequence[float], t: float, si: int, out: dict[int, float],
+                s_left: float | None = None) -> tuple[float, float] | None:
+    """The STORE ``si`` whose first write request is at ``t`` against the LOAD phases
+    ``phases`` (sorted, ``starts`` their first read requests): (delay of its first write, LOAD
+    beats read between its write bursts), or None if it meets no LOAD that still reads. The
+    LOADs' extra data-phase cycles are added to ``out``. ``s_left``: the STORE was already
+    writing at ``t`` (a LOAD's first request) and has that many beats left.
 
     The mechanism (``gateware/dma.py`` MemoryArbiter, the DDR model of ``sim/native/ddr.h``): the
-    arbiter alternates load and store commands and finishes a write burst before the next
-    command, and the DDR returns read data before it accepts write beats. So
+    one-port arbiter alternates load and store commands when both have a burst ready and
+    finishes a write burst before the next command, and the DDR returns read data before it
+    accepts write beats. So
 
-    * the first write burst waits for the read data in flight while holding the arbiter (a
-      streaming LOAD keeps all its credits out: its credits in whole bursts, at most the
-      outstanding commands' beats): the LOAD's read pipeline drains and has to refill
-      (``refill``: the latency, of which the commands in flight cover one ``outstanding``-th),
-      once per LOAD;
+    * the first write burst that meets a streaming LOAD's data waits for the read data in flight
+      while holding the arbiter (a streaming LOAD keeps all its credits out: its credits in whole
+      bursts, at most the outstanding commands' beats): the LOAD's read pipeline drains and has
+      to refill (``refill``: the latency, of which the commands in flight cover one
+      ``outstanding``-th). It costs the fraction ``full`` of a refill: a LOAD has all its
+      credits out a DDR latency after it last alternated with a STORE (``_Machine.alt_end``),
+      and a LOAD that started while this STORE was writing never had (its commands alternated
+      with the write bursts from its first one);
     * if the LOAD's read bursts are at least as long as the spacing of the read commands that go
       between write bursts, the data of the refill window's commands comes back to back and
       holds the next write burst again: the STORE goes in windows (the window's write beats,
-      then that data), and the LOAD loses a refill and the held burst's beats per window;
-      otherwise the held burst finishes in the gaps and the alternation below follows;
+      then that data), and the LOAD loses the held burst's beats and, while it still has data
+      to request, a refill per window; otherwise the held burst finishes in the gaps and the
+      alternation below follows;
     * after that one write burst goes between two read bursts while both units have bursts to
       issue: the LOAD's data phase is longer by the write beats and by ``pair_cycles`` per pair
       (grants and command cycles without data), and the STORE takes its beats plus the read
@@ -936,42 +1086,15 @@ def _load_bubbles(m: _Machine, tp: TimingParams) -> dict[int, float]:
     * a STORE that is still writing when a LOAD's first read command comes alternates with it
       in the same way from there on, with the beats it has left;
     * when the load unit goes on with the next LOAD right away, the STORE's remaining bursts
-      alternate with that LOAD's in the same way.
+      alternate with that LOAD's in the same way: that LOAD has nothing in flight when it
+      starts, only the bursts requested in its latency window when its first data comes, and
+      every later read burst goes between two write bursts.
 
     A LOAD that its own mechanics (credits, outstanding commands) keep below the bus rate has
-    idle bus cycles that take write bursts for free; its charges are reduced by them. In the
-    second pass the interleaved STORE's beats are booked where the LOADs whose bubbles hold them
-    do not see them (``_Machine._book_mixed``), so nothing is counted twice.
+    idle bus cycles that take write bursts for free; its charges are reduced by them. The
+    interleaved STORE's beats are booked where the LOADs whose bubbles hold them do not see
+    them (``_Machine._book_mixed``), so nothing is counted twice.
     """
-    phases = sorted(m.load_phase)
-    starts = [p[0] for p in phases]
-    out: dict[int, float] = {}
-    for t, si in m.store_request:
-        if _interleave(m, tp, phases, starts, t, si, out) is not None:
-            continue
-        # A STORE still writing when the next LOAD's first read command comes (it started just
-        # before): from there the arbiter alternates them as for a STORE that comes during the
-        # LOAD, with the beats the STORE has left (the LOAD's bubble; the STORE is timed in the
-        # second pass against the LOADs it meets then).
-        k = bisect.bisect_right(starts, t)
-        if k < len(phases):
-            tr = phases[k][0]
-            s_end = m.end[si] - tp.store_done
-            if tr < s_end:
-                s_left = m.bus.busy_beats("store", tr, s_end)
-                if s_left > 0:
-                    _interleave(m, tp, phases, starts, tr, si, out, s_left=s_left)
-    return out
-
-
-def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, float, float, int, int]],
-                starts: Sequence[float], t: float, si: int, out: dict[int, float],
-                s_left: float | None = None) -> tuple[float, float] | None:
-    """The STORE ``si`` whose first write request is at ``t`` against the LOAD phases
-    ``phases`` (sorted, ``starts`` their first read requests): (delay of its first write, LOAD
-    beats read between its write bursts), or None if it meets no LOAD that still reads. The
-    LOADs' extra data-phase cycles are added to ``out``. ``s_left``: the STORE was already
-    writing at ``t`` (a LOAD's first request) and has that many beats left."""
     refill = tp.ddr_latency * (1 - 1 / tp.outstanding)
     k = bisect.bisect_right(starts, t) - 1
     if k < 0:
@@ -989,8 +1112,14 @@ def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, flo
     rest = s_beats - early
     if rest <= 0:
         return None
-    period = s_avg / tp.ddr_rate + tp.pair_cycles  # one write burst and its pair's overhead
+    pc = _pair_cycles(tp, s_avg)
+    period = s_avg / tp.ddr_rate + pc  # one write burst and its pair's overhead
     window = t < ds
+    # How full the LOAD's read pipeline is when this STORE meets it (its refill costs that
+    # fraction of a refill): a LOAD streams with all its credits out a DDR latency after it last
+    # alternated with a STORE; one that started while this STORE was writing never filled it.
+    last = m.alt_end.get(index) if s_left is None else math.inf
+    full = 1.0 if last is None else min(1.0, max(0.0, (max(t, ds) - last) / tp.ddr_latency))
     if window:
         # In the LOAD's latency window the arbiter alternates its read commands with the
         # STORE's write bursts: the LOAD has one burst requested, then one more per write
@@ -1058,9 +1187,10 @@ def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, flo
                     lost += tp.ddr_latency * tp.ddr_rate - wrote + got
                     b = min(r, s_avg)
                     r -= b
-                    lose += b / tp.ddr_rate + tp.ddr_latency
+                    if nb > 0:  # (the LOAD refills again only if it has data left to request)
+                        lose += b / tp.ddr_rate + tp.ddr_latency
                 else:
-                    lost += wrote / s_avg * tp.pair_cycles * tp.ddr_rate
+                    lost += wrote / s_avg * pc * tp.ddr_rate
             # (a LOAD its own mechanics keep below the bus rate has idle cycles that absorb some)
             extra = max(0.0, lose - slack)
             out[index] = out.get(index, 0.0) + extra
@@ -1071,12 +1201,14 @@ def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, flo
             # idle bus cycles take write bursts without delaying its data.
             busy = m.load_rate[index] / tp.ddr_rate
             slack = (1.0 - busy) * (de - max(t, ds))
-            once = refill * busy if index not in out else 0.0
+            once = refill * busy * full if index not in out else 0.0
             if window and pairs >= need:
                 # Its last read commands go between the STORE's write bursts: its last data
-                # comes a DDR latency after the last of them.
-                extra = (requested / tp.ddr_rate + pairs * period + tp.ddr_latency + l_beats / l_bursts / tp.ddr_rate
-                         - (de - ds))
+                # comes a DDR latency after the last of them. And its data phase holds the write
+                # bursts that go between its read bursts (a long LOAD's data comes back while
+                # the later write bursts go: the two share the one port), as when it streams.
+                extra = max(requested / tp.ddr_rate + pairs * period + tp.ddr_latency + l_beats / l_bursts / tp.ddr_rate
+                            - (de - ds), pairs * period - slack)
             else:
                 extra = max(0.0, pairs * period - slack) + once
             out[index] = out.get(index, 0.0) + max(0.0, extra)
@@ -1091,17 +1223,44 @@ def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, flo
         tr, ds, de, index, beats = phases[k]
         rest -= _window_beats(ds - tr, s_avg, tp)
         left = float(beats)
-        requested = float(tp.read_credits)
+        # It starts while this STORE writes: it has nothing in flight, and in its latency
+        # window its read commands go one between two write bursts (those write bursts are
+        # the window's beats above), so it has those bursts requested when its data comes,
+        # not all its credits; every later read burst alternates with a write burst.
+        cl_bursts, _ = _transfer_bursts(m.insns[index], tp.elem_beats[isa.Buf(m.insns[index].buf).name], tp)
+        cl_avg = beats / cl_bursts
+        issued = 1 + (ds - tr) / period
+        requested = min(float(beats), min(float(cl_bursts), max(1, math.floor(tp.read_credits / cl_avg)),
+                                          tp.outstanding, issued) * cl_avg)
         window = False
+        full = 0.0  # (it starts while this STORE writes: its pipeline never filled)
     if between_pairs > 0:
-        between += between_pairs * tp.pair_cycles * tp.ddr_rate
+        between += between_pairs * pc * tp.ddr_rate
     return delay, between
 
 
 def _window_beats(cycles: float, s_avg: float, tp: TimingParams) -> float:
     """Write beats that fit in ``cycles`` of a LOAD's DDR latency window (before its first read
     data), where write bursts of ``s_avg`` beats alternate with its read commands."""
-    return max(0.0, cycles) * tp.ddr_rate * s_avg / (s_avg + tp.pair_cycles)
+    return max(0.0, cycles) * tp.ddr_rate * s_avg / (s_avg + _pair_cycles(tp, s_avg))
+
+
+def _pair_cycles(tp: TimingParams, s_avg: float) -> float:
+    """Bus cycles a read/write burst pair of the alternation loses (``pair_cycles``: the
+    arbiter's grant and command cycles without data), with write bursts of ``s_avg`` beats.
+
+    Below one beat per cycle the DDR is the bottleneck, not the bus: its credit bucket
+    (``sim/native/ddr.cpp``: capped at one beat plus one cycle's worth) fills during those
+    cycles, and the next burst spends the credit at the bus rate, one beat per cycle, so it
+    catches up ``1 - rate`` beats per cycle. What the bucket can bank and the burst can catch up
+    is not lost (at 8 B/cycle on a 16-byte bus nothing is: measured on the RTL, a DMA-bound
+    pool's LOAD and the STORE that overlaps it take exactly their beats at the DDR rate); at the
+    bus rate nothing can be caught up and the pair loses all its cycles."""
+    r = tp.ddr_rate
+    if r >= 1.0:
+        return tp.pair_cycles
+    banked = min(tp.pair_cycles * r, 1.0 + r, (1.0 - r) * s_avg / r)  # beats of DDR credit
+    return max(0.0, tp.pair_cycles - banked / r)
 
 
 _TIMING_CACHE: dict[tuple[str, int], TimingParams] = {}
