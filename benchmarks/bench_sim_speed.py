@@ -83,7 +83,8 @@ def bench_native(cfg: ProcessorConfig, prog, repeats: int = 3) -> dict:
         best["wall"] = max(best["wall"], res.cycles / wall)
         best["cpu"] = max(best["cpu"], res.cycles / cpu)
     return {"cycles": res.cycles, "wall_cps": best["wall"], "cpu_cps": best["cpu"],
-            "build_s": sim.build.seconds, "build_cached": sim.build.cached, "setup_s": setup_s}
+            "build_s": sim.build.seconds, "build_cached": sim.build.cached, "setup_s": setup_s,
+            "huge_text": sim.huge_text}
 
 
 def bench_cocotb(cfg: ProcessorConfig, prog, cycles: int) -> dict:
@@ -193,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"native: {native['cycles']} cycles, {native['wall_cps'] / 1e6:.3f} M cycles/s wall, "
           f"{native['cpu_cps'] / 1e6:.3f} M cycles/CPU-s (build {native['build_s']:.0f} s, "
           f"{'cached' if native['build_cached'] else 'fresh'})", flush=True)
+    huge = native["huge_text"]
+    print(f"native: model code on huge pages: {f'{huge.huge_kb} kB' if huge.huge_kb else 'no (' + huge.reason + ')'}",
+          flush=True)
     if not args.skip_cocotb:
         cocotb_fig = bench_cocotb(cfg, prog, args.cocotb_cycles)
         rows.append(("cocotb 2.1 + Verilator (Python memory model)", cocotb_fig))

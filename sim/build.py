@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlproc.errors import ToolchainError
+from dlproc.sim.hugetext import LINK_FLAGS as HUGE_TEXT_LINK_FLAGS
 from dlproc.toolchain import check_cxx_toolchain, find_verilator, make_overrides, native_enabled, verilator_env
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 HARNESS_SOURCES = ("harness.cpp", "ddr.cpp", "ddr.h", "dl_fastops.h", "compat/lz4.h")
 # Bumped when the build procedure changes what a build contains (wrapper, schedule check).
-NATIVE_BUILD_VERSION = 3
+NATIVE_BUILD_VERSION = 4
 MARKER = "build.json"
 LIB_NAME = "libdlsim.so"
 # A build of the de10nano processor took 20 min on the shared, overloaded 2-core machine; an hour means a hang.
@@ -430,7 +431,9 @@ def build_native(verilog: str, top: str, mem_bytes: int, *, config_hash: str = "
         wrapper_src = directory / f"{WRAPPER_TOP}.v"
         wrapper_src.write_text(wrapper)
         cflags = ["-fPIC", f"-DDL_MEM_BYTES={mem_bytes}", f"-I{NATIVE_DIR}", *cflags_opt]
-        ldflags = ["-shared", "-Wl,-Bsymbolic"]
+        # The 2 MB segment alignment lets the harness move the code onto a huge page after
+        # loading it (sim/hugetext.py).
+        ldflags = ["-shared", "-Wl,-Bsymbolic", *HUGE_TEXT_LINK_FLAGS]
         if trace == "fst":
             extra = _lz4_compat(directory)
             cflags += [f for f in extra if f.startswith("-I")]

@@ -28,6 +28,7 @@ from typing import Any
 
 from dlproc.errors import SimulationError
 from dlproc.sim.build import BuildResult, build_native
+from dlproc.sim.hugetext import HugeText, move_text_to_huge_pages
 
 __all__ = ["NativeSim", "SimTimeout", "DdrStats", "ProgramResult", "ABI_VERSION", "RUN_IRQ", "RUN_TIMEOUT",
            "RUN_DDR_ERROR"]
@@ -82,6 +83,7 @@ class ProgramResult:
 _U64 = ctypes.c_uint64
 _lib_lock = threading.Lock()
 _libs: dict[Path, ctypes.CDLL] = {}
+_huge_text: dict[Path, HugeText] = {}
 _verilog_cache: dict[str, str] = {}
 
 
@@ -91,6 +93,12 @@ def _load(path: Path) -> ctypes.CDLL:
         if path in _libs:
             return _libs[path]
         lib = ctypes.CDLL(str(path))
+        # Before any of its code runs (see sim/hugetext.py for why and how).
+        try:
+            _huge_text[path] = move_text_to_huge_pages(path)
+        except OSError as exc:
+            raise SimulationError(f"{path}: moving the harness code onto huge pages failed ({exc}); "
+                                  "set DLPROC_NATIVE_HUGETEXT=0 to keep it where it was loaded") from exc
         sig: dict[str, tuple[Any, list[Any]]] = {
             "dl_abi_version": (ctypes.c_int32, []),
             "dl_mem_bytes": (ctypes.c_uint32, []),
@@ -239,6 +247,8 @@ class NativeSim:
         trace = "fst" if fst is not None else ("vcd" if vcd is not None else None)
         self.build: BuildResult = build_native(verilog, top, mem_bytes, config_hash=config_hash, trace=trace)
         self._lib = _load(self.build.artifact)
+        #: whether the model's code runs from huge pages (sim/hugetext.py), and why not
+        self.huge_text: HugeText = _huge_text[self.build.artifact]
         if self._lib.dl_mem_bytes() != mem_bytes:
             raise SimulationError(f"harness library was built for a {self._lib.dl_mem_bytes()}-byte bus, "
                                   f"not {mem_bytes}")
