@@ -143,22 +143,30 @@ def _network():
     return b.build(["p"])
 
 
+def _assert_rtl_within(cn, rep, shape: tuple[int, ...]):
+    """Run the compiled network once on the RTL (profiled) and check the estimate ``rep``
+    against it: 3 % for the network, 5 % for every layer; returns the RTL profile."""
+    from dlproc.workflow import Workflow
+
+    wf = Workflow(cn, CFG, target="sim")
+    wf.deploy()
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    _, prof = wf.predict(x, profile=True, display=False)
+    wf.close()
+    assert rep.cycles == pytest.approx(prof.last_frame_cycles, rel=0.03)
+    for est, rtl in zip(rep.layers, prof.layers, strict=True):
+        assert est.cycles == pytest.approx(rtl.cycles, rel=0.05), f"{est.name}: estimated {est.cycles}, RTL {rtl.cycles}"
+    return prof
+
+
 def test_compiled_network_within_3_percent():
     from dlproc.compiler import compile_network
-    from dlproc.workflow import Workflow
 
     net = _network()
     cn = compile_network(synthetic_quantize(net), CFG)
     rep = estimate_compiled(cn, CFG)
-    wf = Workflow(cn, CFG, target="sim")
-    wf.deploy()
-    x = np.random.default_rng(0).standard_normal((1, 8, 16, 16)).astype(np.float32)
-    _, prof = wf.predict(x, profile=True, display=False)
-    wf.close()
-    assert rep.cycles == pytest.approx(prof.last_frame_cycles, rel=0.03)
+    prof = _assert_rtl_within(cn, rep, (1, 8, 16, 16))
     assert [l.name for l in rep.layers] == [l.name for l in prof.layers]
-    for est, rtl in zip(rep.layers, prof.layers):
-        assert est.cycles == pytest.approx(rtl.cycles, rel=0.05), f"{est.name}: estimated {est.cycles}, RTL {rtl.cycles}"
     # The 3x3 convolutions of this network keep the MAC array busy: the estimate says so.
     assert rep.layers[0].bound == "compute" and rep.layers[0].utilization > 0.9
 
@@ -208,7 +216,6 @@ def test_dma_bound_pool_weakly_joined_after_a_conv_within_5_percent():
     bubbles of a first pass in which the STOREs met them elsewhere) the pool was +13.6 % (RTL
     3,477 cycles, estimate 3,951; now 3,454)."""
     from dlproc.compiler import compile_network
-    from dlproc.workflow import Workflow
 
     cn = compile_network(synthetic_quantize(_conv_then_pool()), CFG)
     assert any("joined without a full barrier" in n for n in cn.notes)
@@ -217,15 +224,8 @@ def test_dma_bound_pool_weakly_joined_after_a_conv_within_5_percent():
     pool = next(l for l in cn.layers if l.name == "p1")
     first_load = next(i for i in range(pool.insn_first, pool.insn_first + pool.insn_count) if tl.unit[i] == "load")
     assert tl.start[first_load] < tl.marks[cn.profile[0].index]  # (weakly joined: it overlaps c1)
-    wf = Workflow(cn, CFG, target="sim")
-    wf.deploy()
-    x = np.random.default_rng(0).standard_normal((1, 3, 24, 24)).astype(np.float32)
-    _, prof = wf.predict(x, profile=True, display=False)
-    wf.close()
-    assert rep.cycles == pytest.approx(prof.last_frame_cycles, rel=0.03)
+    prof = _assert_rtl_within(cn, rep, (1, 3, 24, 24))
     assert [l.name for l in rep.layers] == ["c1", "p1", "c2"] == [l.name for l in prof.layers]
-    for est, rtl in zip(rep.layers, prof.layers):
-        assert est.cycles == pytest.approx(rtl.cycles, rel=0.05), f"{est.name}: estimated {est.cycles}, RTL {rtl.cycles}"
     assert rep.layers[1].bound == "memory"
 
 

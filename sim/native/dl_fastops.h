@@ -49,29 +49,18 @@ static inline uint64_t DL_MULS_QQQ(int lbits, uint64_t lhs, uint64_t rhs) {
     return static_cast<uint64_t>(dl_sext64(lbits, lhs)) * static_cast<uint64_t>(dl_sext64(lbits, rhs));
 }
 
-static inline uint32_t DL_GTS_III(int lbits, uint32_t lhs, uint32_t rhs) {
-    return dl_sext32(lbits, lhs) > dl_sext32(lbits, rhs);
-}
-static inline uint32_t DL_GTES_III(int lbits, uint32_t lhs, uint32_t rhs) {
-    return dl_sext32(lbits, lhs) >= dl_sext32(lbits, rhs);
-}
-static inline uint32_t DL_LTS_III(int lbits, uint32_t lhs, uint32_t rhs) {
-    return dl_sext32(lbits, lhs) < dl_sext32(lbits, rhs);
-}
-static inline uint32_t DL_LTES_III(int lbits, uint32_t lhs, uint32_t rhs) {
-    return dl_sext32(lbits, lhs) <= dl_sext32(lbits, rhs);
-}
-static inline uint32_t DL_GTS_IQQ(int lbits, uint64_t lhs, uint64_t rhs) {
-    return dl_sext64(lbits, lhs) > dl_sext64(lbits, rhs);
-}
-static inline uint32_t DL_GTES_IQQ(int lbits, uint64_t lhs, uint64_t rhs) {
-    return dl_sext64(lbits, lhs) >= dl_sext64(lbits, rhs);
-}
-static inline uint32_t DL_LTS_IQQ(int lbits, uint64_t lhs, uint64_t rhs) {
-    return dl_sext64(lbits, lhs) < dl_sext64(lbits, rhs);
-}
-static inline uint32_t DL_LTES_IQQ(int lbits, uint64_t lhs, uint64_t rhs) {
-    return dl_sext64(lbits, lhs) <= dl_sext64(lbits, rhs);
-}
+// The signed compares, for operands of up to 32 (III) and up to 64 (IQQ) bits.
+#define DL_SIGNED_COMPARE(name, op)                                                        \
+    static inline uint32_t DL_##name##_III(int lbits, uint32_t lhs, uint32_t rhs) {      \
+        return dl_sext32(lbits, lhs) op dl_sext32(lbits, rhs);                            \
+    }                                                                                     \
+    static inline uint32_t DL_##name##_IQQ(int lbits, uint64_t lhs, uint64_t rhs) {      \
+        return dl_sext64(lbits, lhs) op dl_sext64(lbits, rhs);                            \
+    }
+DL_SIGNED_COMPARE(GTS, >)
+DL_SIGNED_COMPARE(GTES, >=)
+DL_SIGNED_COMPARE(LTS, <)
+DL_SIGNED_COMPARE(LTES, <=)
+#undef DL_SIGNED_COMPARE
 
 #endif  // DL_FASTOPS_H
