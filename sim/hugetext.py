@@ -5,7 +5,7 @@ simulated cycle, more than the L1 instruction cache, so it streams from L2 each 
 pages the physical pages the kernel happens to give the library's code decide how evenly that
 code spreads over the L2 sets: six copies of one and the same ``de10nano_int8`` build ran at
 0.86 to 1.03 M cycles per CPU second (docs/simulation.md "Speed"). On one 2 MB page the code is
-physically contiguous, and the spread shrank to 0.98-1.02 M.
+physically contiguous; one build then still ran at 0.93-1.02 M over fresh processes.
 
 How: ``sim/build.py`` links the library with a 2 MB segment alignment, so its code segment starts
 on a 2 MB boundary and is followed by an inaccessible gap up to the next one. Right after
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HUGE_PAGE = 2 << 20  #: x86-64 transparent huge page; sim/build.py links with this alignment
-LINK_FLAGS = ("-Wl,-zmax-page-size=0x200000",)
+LINK_FLAGS = (f"-Wl,-zmax-page-size={HUGE_PAGE:#x}",)
 
-_PROT_NONE, _PROT_READ, _PROT_WRITE, _PROT_EXEC = 0, 1, 2, 4
+_PROT_READ, _PROT_WRITE, _PROT_EXEC = 1, 2, 4
 _MAP_PRIVATE, _MAP_FIXED, _MAP_ANONYMOUS = 0x02, 0x10, 0x20
 _MADV_HUGEPAGE = 14
 _MAP_FAILED = ctypes.c_void_p(-1).value

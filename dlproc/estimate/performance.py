@@ -254,6 +254,11 @@ def _transfer_bursts(insn: isa.Load | isa.Store, eb: int, tp: TimingParams) -> t
     return hit
 
 
+def _load_bursts(load: isa.Load, tp: TimingParams) -> tuple[int, int]:
+    """(bursts, beats) of a LOAD, whose elements are as wide as its buffer's."""
+    return _transfer_bursts(load, tp.elem_beats[isa.Buf(load.buf).name], tp)
+
+
 _BURST_CACHE: dict[tuple[int, ...], tuple[int, int]] = {}
 
 
@@ -772,12 +777,17 @@ class _Machine:
         phase = self.load_phase[-1]
         assert phase[3] == li, "a STORE can only slow the last LOAD the load unit booked"
         self.load_phase[-1] = (phase[0], phase[1], data_end, li, phase[4])
-        done = self._load_done(rec, data_end)
-        self.end[li] = done
-        self.free["load"] = done + self.tp.load_restart
-        self.idle["load"] = done + 1
-        for q, k in self.push_slot.get(li, ()):
-            if k >= self.tok.pops[q]:  # (not consumed yet; see above)
+        self._move_done(li, "load", self._load_done(rec, data_end), self.tp.load_restart)
+
+    def _move_done(self, i: int, unit: str, done: float, restart: float) -> None:
+        """Instruction ``i`` of ``unit`` now ends at ``done``: move its end, the unit's next start
+        and the tokens it pushed. None of those tokens has been consumed yet: the worklist runs in
+        time order, so nothing after ``i``'s done pulse has run."""
+        self.end[i] = done
+        self.free[unit] = done + restart
+        self.idle[unit] = done + 1
+        for q, k in self.push_slot.get(i, ()):
+            if k >= self.tok.pops[q]:
                 self.tok.pushes[q][k] = done
 
     def _bubble_from_writing_store(self, i: int, rec: _LoadRec) -> float | None:
@@ -828,13 +838,7 @@ class _Machine:
             keep += 1
         del t0s[keep:], t1s[keep:], rates[keep:]
         self._book_mixed(t, new_end, left / (new_end - t))
-        done = new_end + tp.store_done + tp.write_response_latency
-        self.end[si] = done
-        self.free["store"] = done + tp.store_restart
-        self.idle["store"] = done + 1
-        for q, k in self.push_slot.get(si, ()):
-            if k >= self.tok.pops[q]:
-                self.tok.pushes[q][k] = done
+        self._move_done(si, "store", new_end + tp.store_done + tp.write_response_latency, tp.store_restart)
 
     def _book_mixed(self, t0: float, t1: float, rate: float) -> None:
         """Book the write beats of a STORE that interleaves LOADs on the bus, where
@@ -925,7 +929,7 @@ class _Machine:
         if nxt is not None and isinstance(self.insns[nxt[1]], isa.Load):
             t_l, li = nxt[0], nxt[1]
             load = self.insns[li]
-            l_beats = _transfer_bursts(load, tp.elem_beats[isa.Buf(load.buf).name], tp)[1]
+            l_beats = _load_bursts(load, tp)[1]
             ds = t_l + tp.ddr_latency
             phases = phases + [(t_l, ds, ds + l_beats / tp.ddr_rate + self.bubbles.get(li, 0.0), li, l_beats)]
             self.load_rate.setdefault(li, tp.ddr_rate)
@@ -1126,7 +1130,7 @@ def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, flo
         # burst, at most its credits (whole bursts) and the outstanding commands (measured:
         # a 60-beat pool tile LOAD of 9 bursts has 4 in flight when its first data meets the
         # STORE, not all 9). The write burst that meets the first data waits for all of it.
-        l_bursts, _ = _transfer_bursts(m.insns[index], tp.elem_beats[isa.Buf(m.insns[index].buf).name], tp)
+        l_bursts, _ = _load_bursts(m.insns[index], tp)
         l_avg = beats / l_bursts
         whole = max(1, math.floor(tp.read_credits / l_avg))
         issued = 1 + (ds - t) / period
@@ -1140,7 +1144,7 @@ def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, flo
         # all of it (whole bursts of credits, at most the outstanding commands' beats; measured on
         # de10nano: about 64 beats with 40 cycles of latency, not 40). All its read commands
         # issued (at most its credits left): the data in flight is all it has left.
-        l_bursts, _ = _transfer_bursts(m.insns[index], tp.elem_beats[isa.Buf(m.insns[index].buf).name], tp)
+        l_bursts, _ = _load_bursts(m.insns[index], tp)
         l_avg = beats / l_bursts
         in_flight = min(max(l_avg, math.floor(tp.read_credits / l_avg) * l_avg), tp.outstanding * l_avg)
         delay = min(left, in_flight) / tp.ddr_rate
@@ -1148,7 +1152,7 @@ def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, flo
     between_pairs = 0.0
     while True:
         load = m.insns[index]
-        l_bursts, l_beats = _transfer_bursts(load, tp.elem_beats[isa.Buf(load.buf).name], tp)
+        l_bursts, l_beats = _load_bursts(load, tp)
         # Read bursts the LOAD still has to request (beyond those it has in flight).
         need = max(0.0, left - requested) * l_bursts / l_beats
         pairs = min(rest / s_avg, need)
@@ -1227,7 +1231,7 @@ def _interleave(m: _Machine, tp: TimingParams, phases: Sequence[tuple[float, flo
         # window its read commands go one between two write bursts (those write bursts are
         # the window's beats above), so it has those bursts requested when its data comes,
         # not all its credits; every later read burst alternates with a write burst.
-        cl_bursts, _ = _transfer_bursts(m.insns[index], tp.elem_beats[isa.Buf(m.insns[index].buf).name], tp)
+        cl_bursts, _ = _load_bursts(m.insns[index], tp)
         cl_avg = beats / cl_bursts
         issued = 1 + (ds - tr) / period
         requested = min(float(beats), min(float(cl_bursts), max(1, math.floor(tp.read_credits / cl_avg)),
