@@ -84,14 +84,22 @@ def rtlil_to_verilog(rtlil_text: str) -> str:
     constants themselves, so the hardware is the same (``de10nano_int8``: 15.76 k -> 14.98 k model
     instructions per simulated cycle, docs/simulation.md "Speed"; Yosys synthesis reads the RTLIL,
     not this text).
+
+    Before that, :func:`dlproc.gateware.regfold.fold_register_processes` turns the registers whose
+    next value is a plain enable/reset pattern into flip-flop cells with an enable and a
+    synchronous reset, so that Verilator computes their next value only when they load (the
+    module's docstring has the reasoning and the measurement).
     """
     # amaranth.back.verilog offers no hook between RTLIL and Verilog, so the script is run here
     # with Amaranth's own Yosys finder; the amaranth version is pinned below 0.6 in pyproject.toml.
     from amaranth._toolchain.yosys import find_yosys
 
+    from .regfold import fold_register_processes
+
     yosys = find_yosys(lambda version: version >= (0, 40))
+    folded, _ = fold_register_processes(rtlil_text)
     script = [
-        f"read_rtlil <<rtlil\n{rtlil_text}\nrtlil",
+        f"read_rtlil <<rtlil\n{folded}\nrtlil",
         "proc -nomux -norom -noopt",
         "memory_collect",
         "write_verilog -norename",
