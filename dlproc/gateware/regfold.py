@@ -27,8 +27,8 @@ assign the whole value, is exactly a flip-flop with a clock enable and a synchro
 cell (plus ``$mux``/``$reduce_or`` cells when more than one ``if`` sets the value). Yosys then
 writes ``always @(posedge clk) if (srst) q <= c; else if (en) q <= d;``, and Verilator evaluates
 ``d`` only inside that ``if``: a pipeline register that loads only with a valid item costs nothing
-in the cycles without one (on ``de10nano_int8`` the native harness ran 10 % faster, with 10 %
-fewer instruction bytes per simulated cycle; docs/simulation.md "Speed").
+in the cycles without one (on ``de10nano_int8``: 11 % less code executed per simulated cycle,
+and the native harness 6-10 % faster in alternating processes; docs/simulation.md "Speed").
 
 The rewrite is a pure re-expression of the same next-state function: every register keeps its
 name, width, initial value and clock, and its next value is the same function of the same
