@@ -36,8 +36,10 @@ class _Patterns(Elaboratable):
         self.two = Signal(8, reset_less=True)       # two enables -> $dffe with a $mux
         self.flag = Signal(init=1)                  # hold, or load the reset value -> $sdffe
         self.fsm = Signal(8)                        # If/Elif: a multi-bit switch, kept
+        self.lanes = Signal(16, init=0x12F4)        # loaded lane by lane -> one $sdffe per lane
+        self.half = Signal(16)                      # only its low lane is ever loaded: kept
         self.ports = [self.a, self.b, self.en, self.en2, self.sel, self.clear, self.pipe,
-                      self.count, self.plain, self.two, self.flag, self.fsm]
+                      self.count, self.plain, self.two, self.flag, self.fsm, self.lanes, self.half]
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -50,6 +52,10 @@ class _Patterns(Elaboratable):
             m.d.sync += self.two.eq(self.b)
         with m.If(self.en2):
             m.d.sync += self.flag.eq(1)
+        with m.If(self.en):
+            m.d.sync += self.lanes[:8].eq(self.a)
+        with m.If(self.en2):
+            m.d.sync += [self.lanes[8:].eq(self.b), self.half[:8].eq(self.b)]
         with m.If(self.sel[0]):
             m.d.sync += self.fsm.eq(self.a)
         with m.Elif(self.sel[1]):
@@ -80,9 +86,9 @@ def _patterns_rtlil() -> str:
 
 
 def _cell_of(text: str, register: str) -> str:
-    """The type of the flip-flop cell driving ``register`` in a folded RTLIL text."""
+    """The type of the flip-flop cell driving ``register`` (or a part, ``name [msb:lsb]``)."""
     for cell in re.finditer(r"^  cell (\$\w+) \S+\n(.*?)^  end$", text, re.M | re.S):
-        if re.search(rf"^    connect \\Q \\{register}$", cell.group(2), re.M):
+        if re.search(rf"^    connect \\Q \\{re.escape(register)}$", cell.group(2), re.M):
             return cell.group(1)
     raise AssertionError(f"no flip-flop drives {register}")
 
@@ -95,7 +101,11 @@ def test_each_flat_pattern_becomes_its_flip_flop_cell():
     assert _cell_of(folded, "two") == "$dffe"
     assert _cell_of(folded, "flag") == "$sdffe"  # its one `if` loads the reset value: an enable
     assert _cell_of(folded, "fsm") == "$dff"  # the If/Elif process is left alone
-    assert stats == FoldStats(dffe=2, sdff=1, sdffe=2, kept=1)
+    assert _cell_of(folded, "lanes [7:0]") == _cell_of(folded, "lanes [15:8]") == "$sdffe"
+    # Each lane resets to its own bits of the initial value.
+    assert "SRST_VALUE 8'00010010" in folded and "SRST_VALUE 8'11110100" in folded
+    assert _cell_of(folded, "half") == "$dff"
+    assert stats == FoldStats(dffe=2, sdff=1, sdffe=3, kept=2)
     # rst and clear are one synchronous reset, ORed once for the module and shared; the other OR
     # is `two`'s enable (either `if`), and its second `if` overrides the first through a $mux.
     assert len(set(re.findall(r"connect \\SRST (.+)", folded))) == 1

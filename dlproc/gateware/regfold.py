@@ -21,7 +21,9 @@ assign the whole value, is exactly a flip-flop with a clock enable and a synchro
 
 * default = the register itself (hold): the ``if``s are the enable, the value the one they pick;
 * trailing ``if``s that all assign the same constant (the domain reset, a ``ResetInserter``'s
-  clear) are the synchronous reset, which wins over everything before it.
+  clear) are the synchronous reset, which wins over everything before it;
+* a register loaded part by part (``with m.If(valid[i]): r[lane i].eq(...)``, the ADD engine's
+  lanes) becomes one flip-flop per part, if the parts tile it exactly.
 
 :func:`fold_register_processes` rewrites such pairs into one ``$dffe``, ``$sdff`` or ``$sdffe``
 cell (plus ``$mux``/``$reduce_or`` cells when more than one ``if`` sets the value). Yosys then
@@ -86,6 +88,8 @@ class _FlatProcess:
     width: int
     default: str
     branches: list[tuple[str, str]] = field(default_factory=list)  # (1-bit condition, value)
+    #: per branch, the part of the target it assigns: (msb, lsb), or None for the whole
+    parts: list[tuple[int, int] | None] = field(default_factory=list)
 
 
 def fold_register_processes(rtlil_text: str) -> tuple[str, FoldStats]:
@@ -156,9 +160,12 @@ def _parse_flat_process(item: _Item) -> _FlatProcess | None:
             return None
         cond = rest[0][len("switch "):]
         assign = re.match(r"^assign (\S+ \[[\d:]+\]) (.+)$", rest[2])
-        if not _ONE_BIT.match(cond) or not assign or assign.group(1) != first.group(1):
+        part = _TARGET.match(assign.group(1)) if assign else None
+        if not _ONE_BIT.match(cond) or not part or part.group(1) != proc.wire:
             return None
+        msb, lsb = int(part.group(2)), int(part.group(3) or part.group(2))
         proc.branches.append((cond, assign.group(2)))
+        proc.parts.append(None if (msb, lsb) == (hi, 0) else (msb, lsb))
         rest = rest[4:]
     return proc
 
@@ -261,7 +268,8 @@ class _ModuleFolder:
             proc = _parse_flat_process(item)
             target = _whole(proc.wire, proc.width) if proc else None
             cell_index = dff_by_d.get(target) if target else None
-            if proc is None or cell_index is None or not self._fold_one(proc, self.items[cell_index], cell_index):
+            fold = self._fold_parts if proc and any(proc.parts) else self._fold_one
+            if proc is None or cell_index is None or not fold(proc, self.items[cell_index], cell_index):
                 self.stats.kept += 1
                 continue
             dropped.add(index)
@@ -276,17 +284,25 @@ class _ModuleFolder:
         lines.append("end")
         return lines
 
-    def _fold_one(self, proc: _FlatProcess, cell: _Item, cell_index: int) -> bool:
+    def _register_of(self, proc: _FlatProcess, cell: _Item) -> tuple[str, str] | None:
+        """The flip-flop's Q and clock if it and ``proc`` are exactly one Amaranth register."""
         params, conns = _cell_fields(cell)
         q, clk = conns.get(Q, ""), conns.get(CLK)
         if (params.get("\\WIDTH") != str(proc.width) or self.wire_width.get(proc.wire) != proc.width
                 or self.wire_width.get(q) != proc.width or clk is None
                 or params.get("\\CLK_POLARITY") != "1"):
-            return False
+            return None
         # The temporary must be used only by its process and this flip-flop: declaration, one
         # assignment per branch plus the default, and the D connection.
         if self.uses.get(proc.wire, 0) != 3 + len(proc.branches):
+            return None
+        return q, clk
+
+    def _fold_one(self, proc: _FlatProcess, cell: _Item, cell_index: int) -> bool:
+        register = self._register_of(proc, cell)
+        if register is None:
             return False
+        q, clk = register
         holds = proc.default == _whole(q, proc.width)
         branches = list(proc.branches)
         # Trailing branches that all load one constant are the synchronous reset (the domain
@@ -307,23 +323,70 @@ class _ModuleFolder:
         else:
             enable = None
             data = self.select(proc.default, branches, proc.width)
-        kind = ("$sdffe" if enable else "$sdff") if resets else ("$dffe" if enable else "$dff")
-        body = [f"  cell {kind} {cell.head.split()[2]}",
-                f"    parameter \\WIDTH {proc.width}",
-                "    parameter \\CLK_POLARITY 1"]
-        if enable:
-            body.append("    parameter \\EN_POLARITY 1")
-        if resets:
-            body += ["    parameter \\SRST_POLARITY 1", f"    parameter \\SRST_VALUE {reset_value}"]
-        body += [f"    connect {CLK} {clk}", f"    connect {D} {data}", f"    connect {Q} {q}"]
-        if enable:
-            body.append(f"    connect \\EN {enable}")
-        if resets:
-            body.append(f"    connect \\SRST {self.any_of(resets)}")
-        body.append("  end")
+        srst = self.any_of(resets) if resets else None
+        kind, body = _flip_flop(cell.head.split()[2], proc.width, clk, data, q, enable, srst, reset_value)
         self.items[cell_index] = _Item(cell.attrs, body)
         setattr(self.stats, kind[1:], getattr(self.stats, kind[1:]) + 1)
         return True
+
+    def _fold_parts(self, proc: _FlatProcess, cell: _Item, cell_index: int) -> bool:
+        """A register loaded part by part (one lane per ``if``): one flip-flop cell per part.
+
+        The default must hold the register; ``if``s that assign all of it must come last and load
+        one constant (the reset and clear). The parts must tile the register exactly.
+        """
+        register = self._register_of(proc, cell)
+        if register is None or proc.default != _whole(register[0], proc.width):
+            return False
+        q, clk = register
+        branches = list(zip(proc.parts, proc.branches))
+        resets: list[str] = []
+        reset_value = ""
+        while branches and branches[-1][0] is None:
+            _, (cond, value) = branches.pop()
+            if not _CONST.match(value) or reset_value not in ("", value):
+                return False
+            resets.insert(0, cond)
+            reset_value = value
+        if any(part is None for part, _ in branches):
+            return False
+        parts = sorted({part for part, _ in branches}, key=lambda part: part[1])
+        bounds = [lsb for _, lsb in parts] + [proc.width]
+        if bounds[0] != 0 or any(msb + 1 != bounds[k + 1] for k, (msb, _) in enumerate(parts)):
+            return False  # overlapping parts, or bits no branch assigns
+        srst = self.any_of(resets) if resets else None
+        digits = reset_value.split("'", 1)[1] if resets else ""
+        body: list[str] = []
+        for msb, lsb in parts:
+            loads = [branch for part, branch in branches if part == (msb, lsb)]
+            width = msb - lsb + 1
+            data = self.select(loads[0][1], loads[1:], width)
+            value = f"{width}'{digits[proc.width - 1 - msb:proc.width - lsb]}" if resets else ""
+            kind, cell_lines = _flip_flop(f"{cell.head.split()[2]}$part{lsb}", width, clk, data,
+                                          f"{q} [{msb}:{lsb}]" if width > 1 else f"{q} [{lsb}]",
+                                          self.any_of([cond for cond, _ in loads]), srst, value)
+            body += cell_lines
+        self.items[cell_index] = _Item(cell.attrs, body)
+        setattr(self.stats, kind[1:], getattr(self.stats, kind[1:]) + 1)
+        return True
+
+
+def _flip_flop(name: str, width: int, clk: str, data: str, q: str, enable: str | None,
+               srst: str | None, reset_value: str) -> tuple[str, list[str]]:
+    """The RTLIL lines of a ``$dff``/``$dffe``/``$sdff``/``$sdffe`` cell, and its type."""
+    kind = ("$sdffe" if enable else "$sdff") if srst else ("$dffe" if enable else "$dff")
+    body = [f"  cell {kind} {name}", f"    parameter \\WIDTH {width}", "    parameter \\CLK_POLARITY 1"]
+    if enable:
+        body.append("    parameter \\EN_POLARITY 1")
+    if srst:
+        body += ["    parameter \\SRST_POLARITY 1", f"    parameter \\SRST_VALUE {reset_value}"]
+    body += [f"    connect {CLK} {clk}", f"    connect {D} {data}", f"    connect {Q} {q}"]
+    if enable:
+        body.append(f"    connect \\EN {enable}")
+    if srst:
+        body.append(f"    connect \\SRST {srst}")
+    body.append("  end")
+    return kind, body
 
 
 def _fold_module(lines: list[str], stats: FoldStats) -> list[str]:
