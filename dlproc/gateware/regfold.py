@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import takewhile
 
 __all__ = ["FoldStats", "fold_register_processes"]
 
@@ -51,6 +52,7 @@ D, Q, CLK = "\\D", "\\Q", "\\CLK"  # the flip-flop cells' port names, as RTLIL w
 _CONST = re.compile(r"^\d+'[01]+$")
 _ONE_BIT = re.compile(r"^\S+ \[\d+\]$")  # a single bit of a wire, as Amaranth writes switch subjects
 _TARGET = re.compile(r"^(\$\S+) \[(\d+)(?::(\d+))?\]$")  # a slice of a temporary wire
+_ASSIGN = re.compile(r"^assign (\S+ \[[\d:]+\]) (.+)$")
 
 
 @dataclass
@@ -106,7 +108,7 @@ def fold_register_processes(rtlil_text: str) -> tuple[str, FoldStats]:
         else:
             module.append(line)
             if line == "end":
-                out.extend(_fold_module(module, stats))
+                out.extend(_ModuleFolder(module, stats).fold())
                 module = None
     if module is not None:  # an unterminated module: not Amaranth's output, leave it to Yosys
         out.extend(module)
@@ -120,7 +122,6 @@ def _split_items(body: list[str]) -> list[_Item]:
     i = 0
     while i < len(body):
         line = body[i]
-        stripped = line.strip()
         if line.startswith("  attribute "):
             attrs.append(line)
             i += 1
@@ -132,7 +133,7 @@ def _split_items(body: list[str]) -> list[_Item]:
             items.append(_Item(attrs, body[i:j + 1]))
             i = j + 1
         else:
-            items.append(_Item(attrs, [line]) if stripped or attrs else _Item([], [line]))
+            items.append(_Item(attrs, [line]))
             i += 1
         attrs = []
     if attrs:
@@ -144,7 +145,7 @@ def _parse_flat_process(item: _Item) -> _FlatProcess | None:
     body = [line.strip() for line in item.lines[1:-1]]
     if not body or any(line.startswith("attribute ") for line in body):
         return None
-    first = re.match(r"^assign (\S+ \[[\d:]+\]) (.+)$", body[0])
+    first = _ASSIGN.match(body[0])
     if not first:
         return None
     target = _TARGET.match(first.group(1))
@@ -159,7 +160,7 @@ def _parse_flat_process(item: _Item) -> _FlatProcess | None:
         if len(rest) < 4 or not rest[0].startswith("switch ") or rest[1] != "case 1'1" or rest[3] != "end":
             return None
         cond = rest[0][len("switch "):]
-        assign = re.match(r"^assign (\S+ \[[\d:]+\]) (.+)$", rest[2])
+        assign = _ASSIGN.match(rest[2])
         part = _TARGET.match(assign.group(1)) if assign else None
         if not _ONE_BIT.match(cond) or not part or part.group(1) != proc.wire:
             return None
@@ -182,8 +183,26 @@ def _cell_fields(item: _Item) -> tuple[dict[str, str], dict[str, str]]:
     return params, conns
 
 
+def _slice(name: str, msb: int, lsb: int) -> str:
+    return f"{name} [{lsb}]" if msb == lsb else f"{name} [{msb}:{lsb}]"
+
+
 def _whole(name: str, width: int) -> str:
-    return f"{name} [0]" if width == 1 else f"{name} [{width - 1}:0]"
+    return _slice(name, width - 1, 0)
+
+
+def _trailing_resets(branches: list[tuple[str, str]]) -> tuple[int, str]:
+    """How many trailing branches load one and the same constant, and that constant.
+
+    They are the synchronous reset: the domain reset and START's clear, which Amaranth applies
+    last, so they win over every branch before them.
+    """
+    count, value = 0, ""
+    for _, loaded in reversed(branches):
+        if not _CONST.match(loaded) or value not in ("", loaded):
+            break
+        count, value = count + 1, loaded
+    return count, value
 
 
 class _ModuleFolder:
@@ -304,19 +323,13 @@ class _ModuleFolder:
             return False
         q, clk = register
         holds = proc.default == _whole(q, proc.width)
-        branches = list(proc.branches)
-        # Trailing branches that all load one constant are the synchronous reset (the domain
-        # reset and START's clear, both applied last by Amaranth, so they win over the rest).
-        resets: list[str] = []
-        reset_value = ""
-        while branches and _CONST.match(branches[-1][1]) and reset_value in ("", branches[-1][1]):
-            reset_value = branches[-1][1]
-            resets.insert(0, branches.pop()[0])
-            if holds and not branches:  # "hold, or load a constant": an enable, not a reset
-                branches.append((resets.pop(0), reset_value))
-                break
-        if holds and not branches:
-            return False
+        count, reset_value = _trailing_resets(proc.branches)
+        if holds and count == len(proc.branches):
+            if not proc.branches:
+                return False
+            count -= 1  # "hold, or load a constant": the first of them is an enable, not a reset
+        split = len(proc.branches) - count
+        branches, resets = proc.branches[:split], [cond for cond, _ in proc.branches[split:]]
         if holds:
             enable = self.any_of([cond for cond, _ in branches])
             data = self.select(branches[0][1], branches[1:], proc.width)
@@ -339,17 +352,14 @@ class _ModuleFolder:
         if register is None or proc.default != _whole(register[0], proc.width):
             return False
         q, clk = register
-        branches = list(zip(proc.parts, proc.branches))
-        resets: list[str] = []
-        reset_value = ""
-        while branches and branches[-1][0] is None:
-            _, (cond, value) = branches.pop()
-            if not _CONST.match(value) or reset_value not in ("", value):
-                return False
-            resets.insert(0, cond)
-            reset_value = value
-        if any(part is None for part, _ in branches):
+        # The branches that assign the whole register must be the trailing reset ones.
+        whole_tail = len(list(takewhile(lambda part: part is None, reversed(proc.parts))))
+        first_reset = len(proc.parts) - whole_tail
+        count, reset_value = _trailing_resets(proc.branches[first_reset:])
+        if count != whole_tail or None in proc.parts[:first_reset]:
             return False
+        branches = list(zip(proc.parts[:first_reset], proc.branches[:first_reset]))
+        resets = [cond for cond, _ in proc.branches[first_reset:]]
         parts = sorted({part for part, _ in branches}, key=lambda part: part[1])
         bounds = [lsb for _, lsb in parts] + [proc.width]
         if bounds[0] != 0 or any(msb + 1 != bounds[k + 1] for k, (msb, _) in enumerate(parts)):
@@ -363,8 +373,8 @@ class _ModuleFolder:
             data = self.select(loads[0][1], loads[1:], width)
             value = f"{width}'{digits[proc.width - 1 - msb:proc.width - lsb]}" if resets else ""
             kind, cell_lines = _flip_flop(f"{cell.head.split()[2]}$part{lsb}", width, clk, data,
-                                          f"{q} [{msb}:{lsb}]" if width > 1 else f"{q} [{lsb}]",
-                                          self.any_of([cond for cond, _ in loads]), srst, value)
+                                          _slice(q, msb, lsb), self.any_of([cond for cond, _ in loads]),
+                                          srst, value)
             body += cell_lines
         self.items[cell_index] = _Item(cell.attrs, body)
         setattr(self.stats, kind[1:], getattr(self.stats, kind[1:]) + 1)
@@ -388,6 +398,3 @@ def _flip_flop(name: str, width: int, clk: str, data: str, q: str, enable: str |
     body.append("  end")
     return kind, body
 
-
-def _fold_module(lines: list[str], stats: FoldStats) -> list[str]:
-    return _ModuleFolder(lines, stats).fold()
