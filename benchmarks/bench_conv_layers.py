@@ -1,6 +1,6 @@
 """Benchmark: 3x3 and 1x1 convolutions, 64 -> 64 channels, 56x56 output, in RTL simulation.
 
-Runs each layer as a layer program (``dlproc.layerprog``) on the Verilated processor through the
+Runs each layer as a layer program (``dlproc.compiler.layerprog``) on the Verilated processor through the
 native harness (``dlproc.sim.harness.NativeSim``) with the configuration's DDR model, checks the
 output bit for bit against the ISA-level simulator and the golden model, and prints
 
@@ -22,9 +22,9 @@ import time
 import numpy as np
 
 from dlproc.config import ProcessorConfig
-from dlproc.golden import ops
-from dlproc.layerprog import ConvLayer, build_conv_program, run_on_isasim
-from dlproc.numerics import requantize
+from dlproc.targets.golden import ops
+from dlproc.compiler.layerprog import ConvLayer, build_conv_program, run_on_isasim
+from dlproc.hardware.numerics import requantize
 
 TARGETS = {"3x3": 0.85, "1x1": 0.75}
 

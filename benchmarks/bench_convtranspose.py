@@ -24,11 +24,11 @@ import time
 import numpy as np
 
 from dlproc.config import ProcessorConfig
-from dlproc.golden import ops
-from dlproc.golden.windows import zero_insert
-from dlproc.layerprog import (ConvLayer, ConvTransposeLayer, build_conv_program, build_convtranspose_program,
+from dlproc.targets.golden import ops
+from dlproc.targets.golden.windows import zero_insert
+from dlproc.compiler.layerprog import (ConvLayer, ConvTransposeLayer, build_conv_program, build_convtranspose_program,
                               convtranspose_phases, run_on_isasim)
-from dlproc.numerics import requantize
+from dlproc.hardware.numerics import requantize
 
 
 def configs() -> dict[str, ProcessorConfig]:

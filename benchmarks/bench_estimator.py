@@ -1,6 +1,6 @@
 """Benchmark: the performance estimator against the RTL simulation.
 
-Single layers (layer programs from ``dlproc.layerprog``) and whole networks (compiled with
+Single layers (layer programs from ``dlproc.compiler.layerprog``) and whole networks (compiled with
 ``dlproc.compiler``, run through ``Workflow(target="sim")`` with the hardware profiler) run on the
 Verilated processor (``dlproc.sim.harness.NativeSim``); the estimator times the same instruction
 streams (``dlproc.estimate``). Prints estimated vs simulated cycles, the error, and checks the
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from dlproc.config import ProcessorConfig  # noqa: E402
 from dlproc.estimate import estimate_compiled, simulate_program  # noqa: E402
 from dlproc.estimate.performance import synthetic_quantize  # noqa: E402
-from dlproc.layerprog import ConvLayer, PoolLayer, build_conv_program, build_pool_program  # noqa: E402
+from dlproc.compiler.layerprog import ConvLayer, PoolLayer, build_conv_program, build_pool_program  # noqa: E402
 
 LAYER_TOL, NET_TOL = 0.05, 0.03
 
@@ -103,8 +103,8 @@ def lrn_config(cfg: ProcessorConfig) -> ProcessorConfig:
 def lrn_programs(cfg: ProcessorConfig, scale: int) -> dict[str, object]:
     """GoogLeNet-like LRN layers (size 5; DDR-bound: a word in and a word out per output word,
     the table load first)."""
-    from dlproc.golden import ops
-    from dlproc.layerprog import LrnLayer, build_lrn_program
+    from dlproc.targets.golden import ops
+    from dlproc.compiler.layerprog import LrnLayer, build_lrn_program
 
     params = ops.lrn_params(5, 1e-4, 0.75, 1.0, 0.05, 0.02)
     layer = LrnLayer(size=5, zp_in=-7, table_mult=params.mult, table_shift=params.shift, zp_out=3)
@@ -171,7 +171,7 @@ def bench_layers(cfg: ProcessorConfig, scale: int, verbose: bool, progs: dict[st
 
 def bench_networks(cfg: ProcessorConfig, scale: int, verbose: bool) -> list[dict]:
     from dlproc.compiler import compile_network
-    from dlproc.workflow import Workflow
+    from dlproc.targets.workflow import Workflow
 
     rows = []
     for name, net in networks(scale).items():

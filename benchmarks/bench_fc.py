@@ -1,6 +1,6 @@
 """Benchmark: a batch-1 fully connected layer 1024 -> 1000 on the FC engine, in RTL simulation.
 
-Runs the layer as a layer program (``dlproc.layerprog.build_fc_program``) on the Verilated processor
+Runs the layer as a layer program (``dlproc.compiler.layerprog.build_fc_program``) on the Verilated processor
 (``dlproc.sim.harness.NativeSim``, the preset's DDR model), checks the output bit for bit against the
 ISA-level simulator and the golden model, and prints
 
@@ -23,9 +23,9 @@ import time
 import numpy as np
 
 from dlproc.config import ProcessorConfig
-from dlproc.golden import ops
-from dlproc.layerprog import FcLayer, build_fc_program, run_on_isasim
-from dlproc.numerics import requantize
+from dlproc.targets.golden import ops
+from dlproc.compiler.layerprog import FcLayer, build_fc_program, run_on_isasim
+from dlproc.hardware.numerics import requantize
 
 PRESETS = ("arria10soc_int8", "de10nano_int8")
 N_IN, N_OUT = 1024, 1000

@@ -2,7 +2,7 @@
 
 The layer sequence is Inception v1's (conv 7x7/2, max pool, LRN, conv 1x1 + 3x3, LRN, max pool,
 nine inception modules, global average pool, fc 1000, softmax), built directly from
-``dlproc.golden.ops`` calls with random int8 data and weights. Requantization multipliers are chosen
+``dlproc.targets.golden.ops`` calls with random int8 data and weights. Requantization multipliers are chosen
 from each accumulator's spread (as calibration would), so ReLU activations (zero point -128) span
 the whole int8 range like real ones; that matters because the conv picks its matmul arithmetic from
 the operands' actual magnitudes. This is a speed figure, not a test: it prints seconds per op kind,
@@ -22,8 +22,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from dlproc.golden import ops
-from dlproc.numerics import quantize_multiplier
+from dlproc.targets.golden import ops
+from dlproc.hardware.numerics import quantize_multiplier
 
 # (1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool projection) of each inception module.
 INCEPTION = {

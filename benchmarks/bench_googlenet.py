@@ -32,7 +32,7 @@ from dlproc.config import ProcessorConfig
 from dlproc.estimate import estimate_compiled
 from dlproc.estimate.performance import layer_breakdown
 from dlproc.frontends.onnx import load_onnx
-from dlproc.golden.run import run_int8
+from dlproc.targets.golden.run import run_int8
 from dlproc.models import googlenet_onnx
 from dlproc.quant import Quantizer
 
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
            "estimate_16B": {"cycles": rep16.cycles, "fps": rep16.fps}, "layers": rows, "summary": summ}
     ok = True
     if not args.estimate_only:
-        from dlproc.workflow import Workflow
+        from dlproc.targets.workflow import Workflow
 
         x = np.random.default_rng(1).uniform(0, 1, (1, 3, args.size, args.size)).astype(np.float32)
         ref = run_int8(qnet, qnet.quantize_input(x), collect=True)

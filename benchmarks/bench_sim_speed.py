@@ -1,7 +1,7 @@
 """Simulation speed on the ``de10nano_int8`` preset: native harness vs cocotb vs Amaranth pysim.
 
 All three run the same design (the processor generated for the preset) on the same workload, a
-3x3 convolution layer program from ``dlproc.layerprog`` (LOAD/CONV/STORE with DMA), and report
+3x3 convolution layer program from ``dlproc.compiler.layerprog`` (LOAD/CONV/STORE with DMA), and report
 simulated clock cycles per second, both per wall-clock second and per CPU second of the simulating
 process (the machine is shared, so the CPU figure is the stable one):
 
@@ -37,7 +37,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from dlproc.config import ProcessorConfig  # noqa: E402
-from dlproc.layerprog import ConvLayer, build_conv_program  # noqa: E402
+from dlproc.compiler.layerprog import ConvLayer, build_conv_program  # noqa: E402
 
 PRESET = "de10nano_int8"
 CONFIGS = (PRESET, "c4")
@@ -111,8 +111,8 @@ def bench_cocotb(cfg: ProcessorConfig, prog, cycles: int) -> dict:
 def bench_pysim(cfg: ProcessorConfig, prog, cycles: int) -> dict:
     from amaranth.sim import Simulator
 
-    from dlproc import regmap
-    from dlproc.gateware import DlprocTop
+    from dlproc.hardware import regmap
+    from dlproc.hardware.gateware import DlprocTop
 
     t0 = time.monotonic()
     dut = DlprocTop(cfg)

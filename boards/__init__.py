@@ -10,7 +10,7 @@ docs/boards.md.
 
 from __future__ import annotations
 
-from .common.recipe import BoardRecipe, GeneratedProject
+from dlproc.boards.common.recipe import BoardRecipe, GeneratedProject
 
 __all__ = ["BoardRecipe", "GeneratedProject", "get_recipe", "BOARD_NAMES"]
 
@@ -19,15 +19,15 @@ BOARD_NAMES = ("de10-nano", "arria10-soc")
 
 def get_recipe(board: str) -> BoardRecipe:
     """The recipe of ``board`` ('de10-nano' or 'arria10-soc')."""
-    from ..errors import ConfigError
+    from dlproc.errors import ConfigError
 
     key = board.strip().lower() if isinstance(board, str) else board
     if key == "de10-nano":
-        from .de10_nano import DE10NanoRecipe
+        from dlproc.boards.de10_nano import DE10NanoRecipe
 
         return DE10NanoRecipe()
     if key == "arria10-soc":
-        from .arria10_soc import Arria10SoCRecipe
+        from dlproc.boards.arria10_soc import Arria10SoCRecipe
 
         return Arria10SoCRecipe()
     raise ConfigError(f"unknown board {board!r}: boards with a recipe are {', '.join(BOARD_NAMES)}")

@@ -12,8 +12,8 @@ import argparse
 import importlib
 import sys
 
-from . import __version__
-from .errors import DlprocError
+from dlproc import __version__
+from dlproc.errors import DlprocError
 
 # Subcommand modules in the order ``dlproc --help`` lists them.
 COMMAND_MODULES = [

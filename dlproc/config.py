@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable
 
 import tomli_w
 
-from .errors import ConfigError
+from dlproc.errors import ConfigError
 
 __all__ = [
     "ProcessorConfig",

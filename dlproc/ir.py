@@ -29,7 +29,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from .errors import ModelError
+from dlproc.errors import ModelError
 
 __all__ = ["Shape", "Activation", "Layer", "Network", "OPS"]
 

@@ -1,7 +1,7 @@
 """The dlproc firmware: the C runtime for the ARM HPS, its HALs, the runner and the board agent.
 
 This package only locates the C sources (installed as ``dlproc.firmware``); building them is
-:mod:`dlproc.firmware_build`. Layout::
+:mod:`dlproc.flow.firmware`. Layout::
 
     include/   dlproc_rt.h (runtime API), dlproc_hal.h, dlproc_net.h, dlproc_checksum.h,
                dlproc_util.h, and the generated dlproc_regs.h / dlproc_isa.h

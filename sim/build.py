@@ -29,7 +29,7 @@ from pathlib import Path
 
 from dlproc.errors import ToolchainError
 from dlproc.sim.hugetext import LINK_FLAGS as HUGE_TEXT_LINK_FLAGS
-from dlproc.toolchain import check_cxx_toolchain, find_verilator, make_overrides, native_enabled, verilator_env
+from dlproc.flow.toolchain import check_cxx_toolchain, find_verilator, make_overrides, native_enabled, verilator_env
 
 __all__ = [
     "NATIVE_DIR",

@@ -152,7 +152,7 @@ def processor_verilog(config: Any) -> str:
     if path.exists():
         text = path.read_text()
     else:
-        from dlproc.gateware import generate_verilog  # imported late: the gateware is heavy
+        from dlproc.hardware.gateware import generate_verilog  # imported late: the gateware is heavy
 
         text = generate_verilog(config)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -166,7 +166,7 @@ def processor_verilog(config: Any) -> str:
 def gateware_sources_digest() -> str:
     """sha256 over the Python sources that determine the generated Verilog, and Amaranth's version.
 
-    That is the ``dlproc.gateware`` package plus the modules it takes its definitions from (ISA,
+    That is the ``dlproc.hardware.gateware`` package plus the modules it takes its definitions from (ISA,
     register map, numerics, configuration). Over-approximating is safe: at worst a cache miss.
     """
     import hashlib
@@ -175,8 +175,8 @@ def gateware_sources_digest() -> str:
     import dlproc
 
     package = Path(dlproc.__file__).resolve().parent
-    files = sorted((package / "gateware").rglob("*.py"))
-    files += [package / name for name in ("isa.py", "regmap.py", "numerics.py", "config.py", "errors.py")]
+    files = sorted((package / "hardware").rglob("*.py"))
+    files += [package / name for name in ("config.py", "errors.py")]
     digest = hashlib.sha256(metadata.version("amaranth").encode())
     for file in files:
         digest.update(file.relative_to(package).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
@@ -404,7 +404,7 @@ class NativeSim:
         """Port 1 answers write bursts starting in [lo, hi) with ``response`` and writes nothing.
 
         ``response`` is an Avalon-MM response code: 2 SLVERR or 3 DECODEERROR
-        (:class:`dlproc.gateware.avalon.Response`); ``hi <= lo`` turns the error range off.
+        (:class:`dlproc.hardware.gateware.avalon.Response`); ``hi <= lo`` turns the error range off.
         """
         if response not in (2, 3):
             raise ValueError(f"response must be 2 (SLVERR) or 3 (DECODEERROR), not {response!r}")
@@ -414,7 +414,7 @@ class NativeSim:
     def start(self, insn_base: int, insn_count: int, dma_base: int = 0, dma_limit: int = 1 << 32,
               irq: bool = True) -> None:
         """Program INSN_BASE/INSN_COUNT/DMA window and write CTRL.START (processor top only)."""
-        from dlproc import regmap
+        from dlproc.hardware import regmap
 
         self.csr_write(regmap.offset("CTRL"), _field(regmap, "CTRL", "ACK"))
         self.csr_write(regmap.offset("INSN_BASE"), insn_base)
@@ -427,7 +427,7 @@ class NativeSim:
     def run_program(self, insn_base: int, insn_count: int, dma_base: int = 0, dma_limit: int = 1 << 32, *,
                     max_cycles: int = 10_000_000) -> ProgramResult:
         """Start a program already in DDR and run to the interrupt; errors are reported, not raised."""
-        from dlproc import regmap
+        from dlproc.hardware import regmap
 
         self.clear_ddr_stats()
         self.start(insn_base, insn_count, dma_base, dma_limit)
@@ -441,7 +441,7 @@ class NativeSim:
                              ddr_ports=tuple(self.ddr_stats(p) for p in range(self.ddr_ports)))
 
     def run_layer_program(self, prog: Any, *, max_cycles: int = 10_000_000) -> tuple[Any, ProgramResult]:
-        """Run a :class:`dlproc.layerprog.LayerProgram`; return (decoded output, result)."""
+        """Run a :class:`dlproc.compiler.layerprog.LayerProgram`; return (decoded output, result)."""
         self.mem_write(prog.dram_base, prog.image)
         result = self.run_program(prog.insn_base, prog.insn_count, prog.dma_base, prog.dma_limit,
                                   max_cycles=max_cycles)

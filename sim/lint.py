@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlproc.errors import ToolchainError
-from dlproc.toolchain import find_verilator, verilator_env
+from dlproc.flow.toolchain import find_verilator, verilator_env
 
 __all__ = ["LintReport", "lint_verilog", "WAIVERS", "WAIVED_RULES"]
 

@@ -1,6 +1,6 @@
 """Helpers of the board tests: the processor's Verilog and a Tcl interpreter with recording stubs.
 
-``processor_verilog(config)`` is the real ``dlproc.gateware.generate_verilog`` output. While the
+``processor_verilog(config)`` is the real ``dlproc.hardware.gateware.generate_verilog`` output. While the
 gateware top level is not yet convertible, ``contract_verilog`` stands in for it *in the tests of
 the file generators only*: a port list exactly as the team contract defines ``dlproc_top``
 (it contains no logic and is never used for synthesis or shipped).
@@ -70,7 +70,7 @@ endmodule
 def processor_verilog(config) -> tuple[str, bool]:
     """(Verilog, real): the real processor when the gateware converts, else the contract port list."""
     try:
-        from dlproc.gateware import generate_verilog
+        from dlproc.hardware.gateware import generate_verilog
     except ImportError:
         return contract_verilog(config.memory_data_width, memory_ports=config.memory_ports), False
     return generate_verilog(config), True

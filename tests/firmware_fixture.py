@@ -32,7 +32,7 @@ class Digits:
 
 @functools.lru_cache(maxsize=None)
 def digits(config_key: str = "c4") -> Digits:
-    from dlproc import netfile
+    from dlproc.compiler import netfile
     from dlproc.compiler import compile_network
     from dlproc.quant import Quantizer, digits_dataset
     from dlproc.quant.data import DIGITS_MODEL
@@ -55,7 +55,7 @@ def other_config():
 
 
 def packed_frames(cn) -> list[bytes]:
-    from dlproc.compiler import host
+    from dlproc.targets import host
 
     d = digits()
     geom = host.geometry(cn)
@@ -65,7 +65,7 @@ def packed_frames(cn) -> list[bytes]:
 
 def decode_outputs(cn, region: bytes) -> dict[str, np.ndarray]:
     """The output tensors inside an OutputResultOffset region image."""
-    from dlproc.compiler import host
+    from dlproc.targets import host
 
     geom = host.geometry(cn)
     base = cn.memory_map.to_list()
@@ -92,7 +92,7 @@ def sim_hal_args(ddr_size: int = 1 << 20, clock_mhz: float | None = None) -> lis
 
 # -- rewriting compiled-network files ------------------------------------------------------------
 def sections(blob: bytes) -> list[tuple[str, bytes]]:
-    from dlproc import netfile
+    from dlproc.compiler import netfile
 
     count = struct.unpack_from("<I", blob, 56)[0]
     out = []
@@ -105,7 +105,7 @@ def sections(blob: bytes) -> list[tuple[str, bytes]]:
 def rebuild(blob: bytes, replace: dict[str, bytes] | None = None, *, hash64: int | None = None,
             version: int | None = None, drop: tuple[str, ...] = ()) -> bytes:
     """The file with some section bodies replaced (or dropped), every checksum recomputed."""
-    from dlproc import netfile
+    from dlproc.compiler import netfile
 
     secs = [(n, (replace or {}).get(n, b)) for n, b in sections(blob) if n not in drop]
     magic, ver, hsize, h64, sha, _count, _crc = netfile.HEADER.unpack_from(blob, 0)

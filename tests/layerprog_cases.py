@@ -1,6 +1,6 @@
 """Random layer generators and reference results shared by the layer-program and RTL-layer tests.
 
-The references are the golden model (``dlproc.golden.ops`` + ``dlproc.numerics.requantize``),
+The references are the golden model (``dlproc.targets.golden.ops`` + ``dlproc.hardware.numerics.requantize``),
 never the ISA simulator, so a test that compares a program's output with them checks the builder
 and the simulator together against the independent definition of the arithmetic.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from dlproc.config import ProcessorConfig
-from dlproc.golden import ops
-from dlproc.layerprog import ConvLayer, PoolLayer
-from dlproc.numerics import requantize
+from dlproc.targets.golden import ops
+from dlproc.compiler.layerprog import ConvLayer, PoolLayer
+from dlproc.hardware.numerics import requantize
 
 
 def small_config(c: int = 4, inp=(16, 16, 4), out=(10, 10, 4), wgt: int = 4096, prm: int = 32,
@@ -110,8 +110,8 @@ def chained_conv_pool(cfg: ProcessorConfig, seed: int = 21) -> dict:
     """A two-layer program (conv 3x3 pad 1, then 2x2 max pool of its output) joined with
     ``layerprog.chain_streams``; returns the DRAM segments, the instructions, where the result
     lands and the golden result."""
-    from dlproc.isasim import Geometry
-    from dlproc.layerprog import (ConvAddrs, _conv_shape, chain_streams, emit_instructions, pack_conv_params,
+    from dlproc.targets.isasim import Geometry
+    from dlproc.compiler.layerprog import (ConvAddrs, _conv_shape, chain_streams, emit_instructions, pack_conv_params,
                                   pack_conv_weights, pack_input, plan_conv, plan_pool)
 
     geom = Geometry.from_config(cfg)

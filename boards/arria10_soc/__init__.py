@@ -43,9 +43,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..common.ports import ProcessorPorts
-from ..common.recipe import COMPONENT_NAME, BoardRecipe, Pin, tcl_quote
-from .platform import HPS_PINS, SOURCE, Arria10SoCDevKitPlatform
+from dlproc.boards.common.ports import ProcessorPorts
+from dlproc.boards.common.recipe import COMPONENT_NAME, BoardRecipe, Pin, tcl_quote
+from dlproc.boards.arria10_soc.platform import HPS_PINS, SOURCE, Arria10SoCDevKitPlatform
 
 __all__ = ["Arria10SoCRecipe", "Arria10SoCDevKitPlatform", "EMIF_DDR4_PARAMETERS", "F2SDRAM_MAX_WIDTH",
            "F2SDRAM_PORT_CONFIGS", "F2SDRAM_PORT_CONFIGURATION", "f2sdram_port_config_value"]

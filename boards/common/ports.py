@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...errors import ConfigError
+from dlproc.errors import ConfigError
 
 __all__ = ["VerilogPort", "ProcessorPorts", "parse_module_ports", "processor_ports", "TOP_MODULE"]
 

@@ -7,7 +7,7 @@ project (``DIR`` of ``dlproc build``)::
 
     DIR/
       dlproc_config.toml          the configuration the project was generated for
-      ip/dlproc/dlproc_top.v      the processor (dlproc.gateware.generate_verilog)
+      ip/dlproc/dlproc_top.v      the processor (dlproc.hardware.gateware.generate_verilog)
       ip/dlproc/dlproc_hw.tcl     the processor as a Platform Designer component
       soc_system.tcl              Platform Designer script: HPS + bridges + clocks + the processor
       <top>.v                     top-level wrapper (board pins -> soc_system)
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .ports import TOP_MODULE, ProcessorPorts, processor_ports
+from dlproc.boards.common.ports import TOP_MODULE, ProcessorPorts, processor_ports
 
 __all__ = ["Pin", "BoardRecipe", "GeneratedProject", "tcl_quote", "component_tcl", "COMPONENT_NAME"]
 
@@ -147,7 +147,7 @@ def component_tcl(ports: ProcessorPorts, verilog_file: str = f"{TOP_MODULE}.v", 
             f"set_interface_property {name} readLatency 0",
         ]
         if any(roles[p.name] == "writeresponsevalid" for p in ports.interface(name)):
-            from dlproc.gateware.avalon import WRITE_RESPONSES_OUTSTANDING
+            from dlproc.hardware.gateware.avalon import WRITE_RESPONSES_OUTSTANDING
 
             # The write master waits for a write response per burst (``writeresponsevalid`` and
             # ``response`` below), so the interconnect must return them: behind the Avalon->AXI

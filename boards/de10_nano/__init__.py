@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..common.ports import ProcessorPorts
-from ..common.recipe import COMPONENT_NAME, BoardRecipe, Pin, tcl_quote
+from dlproc.boards.common.ports import ProcessorPorts
+from dlproc.boards.common.recipe import COMPONENT_NAME, BoardRecipe, Pin, tcl_quote
 
 __all__ = ["DE10NanoRecipe", "HPS_SDRAM_PARAMETERS", "F2SDRAM_WIDTHS"]
 
@@ -211,7 +211,7 @@ class DE10NanoRecipe(BoardRecipe):
     board_clock_hz = 50_000_000
 
     def check(self, config: Any, ports: ProcessorPorts) -> list[str]:
-        from ...errors import ConfigError
+        from dlproc.errors import ConfigError
 
         if ports.memory_ports != 1:
             # The Cyclone V HPS could take a read-only and a write-only 128-bit Avalon-MM port

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import DlprocError
+from dlproc.errors import DlprocError
 
 DEFAULT_DDR_SIZE = 64 << 20
 
@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
         help="run the board agent on this machine with the simulated processor behind it",
         description="Serve compiled networks over TCP like the agent on the board, with the cycle-accurate "
         "Verilator model of the processor behind the same C runtime (simulation HAL). Clients: "
-        "dlproc.target.Target / Workflow with board://HOST:PORT.",
+        "dlproc.targets.board.Target / Workflow with board://HOST:PORT.",
     )
     parser.add_argument("--sim", action="store_true", required=False,
                         help="use the simulated processor (required: on a board run the cross-compiled dlproc-agent)")
@@ -54,11 +54,11 @@ def register(subparsers: Any) -> None:
 
 def agent_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """Build what the agent needs and return its command line and environment."""
-    from ..config import ProcessorConfig
-    from ..errors import ConfigError
-    from ..firmware_build import build_program
-    from ..sim.build import build_native
-    from ..sim.harness import processor_verilog
+    from dlproc.config import ProcessorConfig
+    from dlproc.errors import ConfigError
+    from dlproc.flow.firmware import build_program
+    from dlproc.sim.build import build_native
+    from dlproc.sim.harness import processor_verilog
 
     if not args.sim:
         raise DlprocError("dlproc agent serves the simulated processor and needs --sim; on the board run the "

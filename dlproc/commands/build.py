@@ -4,7 +4,7 @@
                  [--set module.Property=value ...] [-o DIR] [--override-resource-check] [--no-synth]
                  [--quartus | --no-quartus]
 
-See :mod:`dlproc.build` for the steps and docs/boards.md for the board flows.
+See :mod:`dlproc.flow.build` for the steps and docs/boards.md for the board flows.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..config import PRESETS, ProcessorConfig
-from ..errors import ConfigError
+from dlproc.config import PRESETS, ProcessorConfig
+from dlproc.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _config(args: argparse.Namespace) -> ProcessorConfig:
-    from .config import parse_assignment
+    from dlproc.commands.config import parse_assignment
 
     if args.preset:
         cfg = ProcessorConfig.preset(args.preset)
@@ -61,7 +61,7 @@ def _config(args: argparse.Namespace) -> ProcessorConfig:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from ..build import build_processor
+    from dlproc.flow.build import build_processor
 
     cfg = _config(args)
     if args.board is None and cfg.board == "generic":

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import CompileError
+from dlproc.errors import CompileError
 
 
 def register(subparsers: Any) -> None:
@@ -40,15 +40,15 @@ def register(subparsers: Any) -> None:
 
 
 def load_config(config: Path | None, preset: str | None) -> Any:
-    from ..config import ProcessorConfig
+    from dlproc.config import ProcessorConfig
 
     return ProcessorConfig.load(config) if config is not None else ProcessorConfig.preset(preset)
 
 
 def load_quantized(model: str, calibration: str | None, weights: str | None = None, config: Any = None) -> Any:
     """A QuantizedNetwork from a .dlq file, or a float model quantized on the calibration data."""
-    from ..quant import QuantizedNetwork, Quantizer
-    from ..quant.data import resolve_model
+    from dlproc.quant import QuantizedNetwork, Quantizer
+    from dlproc.quant.data import resolve_model
 
     if model.endswith(".dlq"):
         if calibration:
@@ -57,7 +57,7 @@ def load_quantized(model: str, calibration: str | None, weights: str | None = No
     if not calibration:
         raise CompileError(f"{model!r} is a float model: give --calibration DATA to quantize it, or pass a .dlq file "
                            "from dlproc quantize")
-    from ..frontends import load_network
+    from dlproc.frontends import load_network
 
     # With the configuration, a softmax becomes the softmax block's int8 softmax when the block exists.
     quantizer = Quantizer(load_network(resolve_model(model), weights=weights), config=config)
@@ -66,7 +66,7 @@ def load_quantized(model: str, calibration: str | None, weights: str | None = No
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..compiler import compile_network
+    from dlproc.compiler import compile_network
 
     config = load_config(args.config, args.preset)
     try:

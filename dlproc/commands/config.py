@@ -17,8 +17,8 @@ import json
 import sys
 from typing import Any
 
-from ..config import MODULE_ALIASES, MODULES, PRESETS, TOP, ProcessorConfig, toml_text
-from ..errors import ConfigError
+from dlproc.config import MODULE_ALIASES, MODULES, PRESETS, TOP, ProcessorConfig, toml_text
+from dlproc.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

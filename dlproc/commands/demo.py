@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import DlprocError
+from dlproc.errors import DlprocError
 
 PRESET = "de10nano_int8"
 
@@ -95,11 +95,11 @@ def _top1(scores: np.ndarray, labels: np.ndarray) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import ProcessorConfig
-    from ..golden.run import run_float, run_int8
-    from ..quant import Quantizer, digits_dataset
-    from ..quant.data import DIGITS_HELDOUT, DIGITS_MODEL
-    from ..workflow import Workflow
+    from dlproc.config import ProcessorConfig
+    from dlproc.targets.golden.run import run_float, run_int8
+    from dlproc.quant import Quantizer, digits_dataset
+    from dlproc.quant.data import DIGITS_HELDOUT, DIGITS_MODEL
+    from dlproc.targets.workflow import Workflow
 
     if not 1 <= args.images <= DIGITS_HELDOUT:
         raise DlprocError(f"--images {args.images}: allowed 1..{DIGITS_HELDOUT} (the held-out digits)")

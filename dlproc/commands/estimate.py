@@ -5,7 +5,7 @@ with synthetic calibration data, int8 assumed), a quantized network (``.dlq``) o
 (``.dlnet``). The network is compiled for the configuration and its instruction stream is timed by
 the cycle model (:mod:`dlproc.estimate.performance`); the table follows MATLAB's
 ``estimatePerformance`` layout. ``--resources`` appends the resource estimate
-(:mod:`dlproc.resources`).
+(:mod:`dlproc.estimate.resources`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import argparse
 import json
 from typing import Any
 
-from ..config import PRESETS, ProcessorConfig
-from ..errors import ConfigError
+from dlproc.config import PRESETS, ProcessorConfig
+from dlproc.errors import ConfigError
 
 
 def register(subparsers: Any) -> None:
@@ -60,7 +60,7 @@ def _input_size(text: str | None) -> tuple[int, int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..estimate.performance import EstimateError, estimate_performance, load_for_estimate
+    from dlproc.estimate.performance import EstimateError, estimate_performance, load_for_estimate
 
     if args.frames < 1:
         raise EstimateError(f"--frames must be >= 1, got {args.frames}")
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     report = estimate_performance(cfg, network, frames=args.frames)
     resources = None
     if args.resources:
-        from ..resources import estimate_resources
+        from dlproc.estimate.resources import estimate_resources
 
         resources = estimate_resources(cfg, name=args.preset or args.config)
     if args.json:

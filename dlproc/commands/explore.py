@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..config import PRESETS, ProcessorConfig
-from ..errors import ConfigError
+from dlproc.config import PRESETS, ProcessorConfig
+from dlproc.errors import ConfigError
 
 #: The preset each board starts from when no --config/--preset is given.
 BOARD_PRESETS = {"de10-nano": "de10nano_int8", "arria10-soc": "arria10soc_int8"}
@@ -45,8 +45,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..estimate.explore import explore, parse_sweep
-    from ..estimate.performance import load_for_estimate
+    from dlproc.estimate.explore import explore, parse_sweep
+    from dlproc.estimate.performance import load_for_estimate
 
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")

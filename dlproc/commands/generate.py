@@ -16,7 +16,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from ..errors import ConfigError
+from dlproc.errors import ConfigError
 
 VERILOG_NAME = "dlproc_top.v"
 MANIFEST_NAME = "manifest.json"
@@ -36,7 +36,7 @@ def register(subparsers) -> None:
 
 
 def _load_config(args: argparse.Namespace):
-    from ..config import ProcessorConfig
+    from dlproc.config import ProcessorConfig
 
     if args.preset:
         return ProcessorConfig.preset(args.preset)
@@ -47,9 +47,9 @@ def _load_config(args: argparse.Namespace):
 
 def manifest(config, verilog: str) -> dict:
     """What a board flow or runtime needs to know about generated Verilog."""
-    from .. import isa, regmap
-    from ..gateware import TOP_NAME, hardware_params
-    from ..gateware.avalon import burst_bits
+    from dlproc.hardware import isa, regmap
+    from dlproc.hardware.gateware import TOP_NAME, hardware_params
+    from dlproc.hardware.gateware.avalon import burst_bits
 
     hw = hardware_params(config)
     w = hw.mem_data_width
@@ -90,7 +90,7 @@ def _memory_ports(ports: int, w: int, bb: int) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..gateware import generate_verilog
+    from dlproc.hardware.gateware import generate_verilog
 
     config = _load_config(args)
     verilog = generate_verilog(config)

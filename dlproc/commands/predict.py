@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DlprocError
+from dlproc.errors import DlprocError
 
 
 def register(subparsers: Any) -> None:
@@ -50,13 +50,13 @@ def _target(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import netfile
-    from ..workflow import Workflow
+    from dlproc.compiler import netfile
+    from dlproc.targets.workflow import Workflow
 
     cn = netfile.load(args.network)
     config = None
     if args.config or args.preset:
-        from .compile import load_config
+        from dlproc.commands.compile import load_config
         config = load_config(args.config, args.preset)
     if not args.input.is_file():
         raise DlprocError(f"input file {str(args.input)!r} does not exist")

@@ -6,10 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from ..frontends import load_network
-from ..quant import METHODS, Quantizer
-from ..errors import QuantizationError
-from ..quant.data import LAYOUTS, load_data, resolve_model
+from dlproc.frontends import load_network
+from dlproc.quant import METHODS, Quantizer
+from dlproc.errors import QuantizationError
+from dlproc.quant.data import LAYOUTS, load_data, resolve_model
 
 DATA_HELP = (
     "a .npy file of float32 inputs (NCHW unless --layout NHWC), an image folder with one "

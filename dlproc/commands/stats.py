@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..errors import ModelError
-from ..frontends import load_network
-from ..stats import NetworkStats, network_stats
+from dlproc.errors import ModelError
+from dlproc.frontends import load_network
+from dlproc.frontends.stats import NetworkStats, network_stats
 
 
 def register(subparsers) -> None:

@@ -7,9 +7,9 @@
 See :mod:`dlproc.compiler.compile` for the passes and ``docs/compiler.md`` for the details.
 """
 
-from .compile import CompiledNetwork, LayerEntry, ProfileEntry, TensorEntry, compile_network
-from .memory import MemoryMap, Region
-from .partition import Assignment, partition
+from dlproc.compiler.compile import CompiledNetwork, LayerEntry, ProfileEntry, TensorEntry, compile_network
+from dlproc.compiler.memory import MemoryMap, Region
+from dlproc.compiler.partition import Assignment, partition
 
 __all__ = ["compile_network", "CompiledNetwork", "LayerEntry", "ProfileEntry", "TensorEntry", "MemoryMap",
            "Region", "Assignment", "partition"]

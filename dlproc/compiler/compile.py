@@ -22,16 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from dlproc import isa
+from dlproc.hardware import isa
 from dlproc.errors import CompileError
-from dlproc.isasim import Geometry
-from dlproc.layerprog import ConvAddrs
+from dlproc.targets.isasim import Geometry
+from dlproc.compiler.layerprog import ConvAddrs
 
-from . import hazards, layeremit
-from .lower import HwOp, lower
-from .memory import REGION_ALIGN, TENSOR_ALIGN, MemoryMap, Region, align, place_tensors
-from .partition import partition
-from .program import link
+from dlproc.compiler import hazards, layeremit
+from dlproc.compiler.lower import HwOp, lower
+from dlproc.compiler.memory import REGION_ALIGN, TENSOR_ALIGN, MemoryMap, Region, align, place_tensors
+from dlproc.compiler.partition import partition
+from dlproc.compiler.program import link
 
 __all__ = ["LayerEntry", "TensorEntry", "ProfileEntry", "CompiledNetwork", "compile_network"]
 
@@ -137,15 +137,15 @@ class CompiledNetwork:
 
     def check_config(self, config: Any) -> None:
         """Raise ``netfile.ConfigMismatchError`` unless compiled for ``config``."""
-        from dlproc.netfile import check_config
+        from dlproc.compiler.netfile import check_config
         check_config(self, config)
 
     def save(self, path: Any) -> Any:
-        from dlproc.netfile import save
+        from dlproc.compiler.netfile import save
         return save(self, path)
 
     def report(self) -> str:
-        from .report import compile_report
+        from dlproc.compiler.report import compile_report
         return compile_report(self)
 
 

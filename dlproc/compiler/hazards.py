@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dlproc import isa
-from dlproc.isasim import Geometry
+from dlproc.hardware import isa
+from dlproc.targets.isasim import Geometry
 
 __all__ = ["Hazard", "Tracker", "Unordered", "footprint", "check_program", "assert_no_hazards", "HazardError"]
 

@@ -1,6 +1,6 @@
 """Entry points the network compiler needs from the layer-program builder, built on its pieces.
 
-:mod:`dlproc.layerprog` builds a *whole* program for one layer (its own DRAM layout, a MARK and a
+:mod:`dlproc.compiler.layerprog` builds a *whole* program for one layer (its own DRAM layout, a MARK and a
 FINISH). The compiler needs the instructions of one layer whose input, output, weights and
 parameters already live at given DRAM addresses, without MARK and FINISH, so that it can chain
 layers into one stream (``layerprog.chain_streams``), plus each layer's output shape and weight
@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlproc import isa, layerprog
-from dlproc.isasim import Geometry
+from dlproc.hardware import isa
+
+from dlproc.compiler import layerprog
+from dlproc.targets.isasim import Geometry
 
 __all__ = ["EmittedLayer", "emit_conv", "emit_pool", "conv_images", "pool_param_image", "conv_out_shape",
            "pool_out_shape", "emit_add", "emit_upsample", "emit_lrn", "lrn_table_image", "upsample_out_shape",

@@ -61,11 +61,11 @@ from typing import Any
 import numpy as np
 
 from dlproc.errors import CompileError
-from dlproc import isa
-from dlproc.layerprog import (AddLayer, ConvLayer, ConvTransposeLayer, FcLayer, LrnLayer, PoolLayer, SoftmaxLayer,
+from dlproc.hardware import isa
+from dlproc.compiler.layerprog import (AddLayer, ConvLayer, ConvTransposeLayer, FcLayer, LrnLayer, PoolLayer, SoftmaxLayer,
                               UpsampleLayer, fc_out_shape)
 
-from . import layeremit
+from dlproc.compiler import layeremit
 
 __all__ = ["Tensor", "HwOp", "InputFold", "Lowered", "lower"]
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .lower import Lowered
+from dlproc.compiler.lower import Lowered
 
 __all__ = ["REGION_ALIGN", "TENSOR_ALIGN", "Region", "MemoryMap", "tensor_bytes", "place_tensors", "align"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dlproc import isa
+from dlproc.hardware import isa
 from dlproc.errors import CompileError
 
 __all__ = ["Assignment", "partition", "HW_OPS"]

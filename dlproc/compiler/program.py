@@ -79,11 +79,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from dlproc import isa
+from dlproc.hardware import isa
 from dlproc.errors import CompileError
-from dlproc.isasim import Geometry
+from dlproc.targets.isasim import Geometry
 
-from . import hazards
+from dlproc.compiler import hazards
 
 __all__ = ["link", "LinkedProgram"]
 

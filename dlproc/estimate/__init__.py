@@ -1,7 +1,7 @@
 """Estimators: performance (a cycle model driven by the instruction stream) and design-space
-exploration. The resource estimator is :mod:`dlproc.resources`."""
+exploration. The resource estimator is :mod:`dlproc.estimate.resources`."""
 
-from .performance import (
+from dlproc.estimate.performance import (
     EstimateError,
     LayerPerf,
     PerformanceReport,

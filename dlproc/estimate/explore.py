@@ -7,7 +7,7 @@
 
 Every combination of the sweep values is applied to a copy of the base configuration, the
 network is compiled for it and timed by the performance estimator, and its resources are
-estimated (:func:`dlproc.resources.estimate_resources`) against the board's device. The
+estimated (:func:`dlproc.estimate.resources.estimate_resources`) against the board's device. The
 combinations run in parallel in a ``concurrent.futures.ProcessPoolExecutor``. A value the
 property does not allow, or a network that cannot be compiled for a configuration, makes that
 combination *invalid* with the reason; the sweep goes on. The best configuration is the one with
@@ -79,9 +79,9 @@ def _evaluate(base: dict[str, Any], assignments: dict[str, str], network: Any, d
     """One combination (runs in a worker process)."""
     from dlproc.compiler import compile_network
     from dlproc.config import ProcessorConfig
-    from dlproc.resources import estimate_resources
+    from dlproc.estimate.resources import estimate_resources
 
-    from .performance import estimate_compiled
+    from dlproc.estimate.performance import estimate_compiled
 
     point = Point(dict(assignments))
     try:
@@ -196,7 +196,7 @@ def explore(network: Any, base_config: Any, sweeps: dict[str, list[str]], *, dev
     """
     from dlproc.ir import Network
 
-    from .performance import synthetic_quantize
+    from dlproc.estimate.performance import synthetic_quantize
 
     from dlproc.compiler import CompiledNetwork
 
@@ -228,7 +228,7 @@ def explore(network: Any, base_config: Any, sweeps: dict[str, list[str]], *, dev
                     points.append(Point(dict(combo), reason=f"internal error: {type(exc).__name__}: {exc}"))
                 if progress:
                     progress(points[-1])
-    from dlproc.resources import estimate_resources
+    from dlproc.estimate.resources import estimate_resources
 
     device_name = estimate_resources(base_config, dev).device.name
     return ExploreResult(getattr(network, "name", "network"), device_name, points)

@@ -45,7 +45,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from dlproc import isa
+from dlproc.hardware import isa
 from dlproc.errors import DlprocError
 
 __all__ = [
@@ -172,12 +172,12 @@ class TimingParams:
         """The parameters of ``config`` (a ProcessorConfig). ``ddr_queue`` is the DDR model's
         command-queue depth (the native harness' default is 8)."""
         hw = isa.HardwareParams.from_config(config)
-        from dlproc.isasim import default_acc_depth
+        from dlproc.targets.isasim import default_acc_depth
 
         try:
-            from dlproc.gateware.conv import acc_pipeline_stages
-            from dlproc.gateware.dma import MemoryArbiter
-            from dlproc.gateware.output_stage import LATENCY
+            from dlproc.hardware.gateware.conv import acc_pipeline_stages
+            from dlproc.hardware.gateware.dma import MemoryArbiter
+            from dlproc.hardware.gateware.output_stage import LATENCY
 
             acc_stages = int(acc_pipeline_stages(hw.c))
             arb_outstanding = _gateware_default(MemoryArbiter.__init__, "outstanding", 8)
@@ -236,7 +236,7 @@ def _serial_work(insn: isa.Instruction, c: int, fc_lanes: int = 4) -> tuple[int,
         return f["count"] * (c + 2) + _LRNTAB_SETUP, False
     if name == "SmxTab":
         return f["count"] * c, False
-    if name == "Fc":  # dlproc.gateware.fc: setup 3, x copy, one weight slice of F bytes per cycle
+    if name == "Fc":  # dlproc.hardware.gateware.fc: setup 3, x copy, one weight slice of F bytes per cycle
         lanes = fc_lanes
         copy = -(-f["n_in"] // c) * -(-c // lanes) + 1 if f["load_x"] else 0
         return 3 + copy + f["n_out"] * -(-f["n_in"] // lanes), True
@@ -1461,7 +1461,7 @@ def layer_breakdown(cn: Any, timeline: Timeline) -> list[dict[str, Any]]:
 
 def estimate_layer_program(config: Any, prog: Any, *, name: str = "layer", kind: str = "conv",
                            timing: TimingParams | None = None) -> PerformanceReport:
-    """Estimate a :class:`dlproc.layerprog.LayerProgram` (one row for the whole layer)."""
+    """Estimate a :class:`dlproc.compiler.layerprog.LayerProgram` (one row for the whole layer)."""
     tp = timing or timing_for(config)
     tl = simulate_program(config, prog.instructions, insn_base=prog.insn_base, timing=tp)
     macs = int(getattr(prog.plan, "macs", 0) or 0)
@@ -1498,7 +1498,7 @@ def load_for_estimate(model: Any, *, input_size: tuple[int, int] | None = None) 
 
         return QuantizedNetwork.load(path)
     if suffix == ".dlnet":
-        from dlproc import netfile
+        from dlproc.compiler import netfile
 
         return netfile.load(path)
     from dlproc.frontends import load_network
@@ -1512,7 +1512,7 @@ def estimate_performance(config: Any, network: Any, *, frames: int = 1, seed: in
 
     ``network``: a :class:`dlproc.compiler.CompiledNetwork`, a
     :class:`dlproc.quant.QuantizedNetwork`, a float :class:`dlproc.ir.Network` (quantized with
-    synthetic calibration data, int8 assumed), a :class:`dlproc.layerprog.LayerProgram`, or a
+    synthetic calibration data, int8 assumed), a :class:`dlproc.compiler.layerprog.LayerProgram`, or a
     path to any of those (``.dlnet``, ``.dlq``, ``.onnx``, Darknet ``.cfg``). The network is
     compiled for ``config`` and its instruction stream is timed by :func:`simulate_program`.
     """

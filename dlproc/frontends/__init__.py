@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ModelError
-from ..ir import Network
-from .darknet import load_darknet
-from .onnx import load_onnx
+from dlproc.errors import ModelError
+from dlproc.ir import Network
+from dlproc.frontends.darknet import load_darknet
+from dlproc.frontends.onnx import load_onnx
 
 __all__ = ["load_network", "load_onnx", "load_darknet", "resolve_model_path", "NETWORKS_DIR"]
 

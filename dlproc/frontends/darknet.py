@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelError
-from ..ir import Activation, Layer, Network, Shape
+from dlproc.errors import ModelError
+from dlproc.ir import Activation, Layer, Network, Shape
 
 __all__ = ["load_darknet", "RANDOM_SEED", "SECTIONS"]
 

@@ -26,8 +26,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..errors import ModelError, UnsupportedOperatorError
-from ..ir import Activation, Layer, Network, Shape
+from dlproc.errors import ModelError, UnsupportedOperatorError
+from dlproc.ir import Activation, Layer, Network, Shape
 
 __all__ = ["load_onnx", "SUPPORTED_OPS"]
 

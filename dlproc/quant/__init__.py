@@ -3,11 +3,11 @@
 See :mod:`dlproc.quant.quantizer` for the workflow and ``docs/quantizer.md`` for the scheme.
 """
 
-from .calibrate import METHODS
-from .data import Dataset, digits_dataset, load_data
-from .qnet import FORMAT_VERSION, QLayer, QuantizedNetwork
-from .quantizer import Quantizer, choose_qparams, top1_accuracy
-from .report import CalibrationTable, LayerErrorTable, ValidationTable
+from dlproc.quant.calibrate import METHODS
+from dlproc.quant.data import Dataset, digits_dataset, load_data
+from dlproc.quant.qnet import FORMAT_VERSION, QLayer, QuantizedNetwork
+from dlproc.quant.quantizer import Quantizer, choose_qparams, top1_accuracy
+from dlproc.quant.report import CalibrationTable, LayerErrorTable, ValidationTable
 
 __all__ = [
     "Quantizer",

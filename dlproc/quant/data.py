@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import QuantizationError
+from dlproc.errors import QuantizationError
 
 __all__ = [
     "Dataset",

@@ -16,7 +16,7 @@ for layers that run in int8 hardware, the integer parameters of its operation:
 * avgpool / global_avgpool: ``q["mult"]``, ``q["shift"]``.
 * add: ``q["ma"]``, ``q["mb"]``, ``q["shift"]`` and the clamp.
 * concat: ``q["rescale"]``, one entry per input: ``None`` when the input already has the
-  output's scale and zero point, else ``[mult, shift]`` for :func:`dlproc.golden.ops.rescale`.
+  output's scale and zero point, else ``[mult, shift]`` for :func:`dlproc.targets.golden.ops.rescale`.
 * lrn: ``lrn_mult`` (uint16) and ``lrn_shift`` (uint8) tables of docs/numerics.md.
 * maxpool / upsample: no parameters; their output has the input's scale and zero point.
 
@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import QuantizationError
-from ..golden import ops
-from ..ir import Activation, Shape
-from ..numerics import INT8_MAX, INT8_MIN
+from dlproc.errors import QuantizationError
+from dlproc.targets.golden import ops
+from dlproc.ir import Activation, Shape
+from dlproc.hardware.numerics import INT8_MAX, INT8_MIN
 
 __all__ = ["FORMAT_VERSION", "QLayer", "QuantizedNetwork", "SOFTWARE_OPS"]
 
@@ -126,7 +126,7 @@ class QuantizedNetwork:
         """float32 input -> int8 with the input layer's scale and zero point.
 
         q = clamp(rint(x / scale) + zp, -128, 127) (half to even, as ONNX QuantizeLinear; see
-        dlproc.golden.ops.quantize_tensor).
+        dlproc.targets.golden.ops.quantize_tensor).
         """
         layer = self[name or self.inputs[0]]
         return ops.quantize_tensor(x, layer.scale, layer.zero_point)

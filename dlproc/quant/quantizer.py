@@ -30,15 +30,15 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..errors import QuantizationError
-from ..golden import ops
-from ..golden.run import run_float, run_int8
-from ..ir import Layer, Network
-from ..numerics import INT8_MIN, MULT_BITS
-from .calibrate import METHODS, RangeCollector
-from .data import Dataset, load_data, resolve_model
-from .qnet import SOFTWARE_OPS, QLayer, QuantizedNetwork
-from .report import (
+from dlproc.errors import QuantizationError
+from dlproc.targets.golden import ops
+from dlproc.targets.golden.run import run_float, run_int8
+from dlproc.ir import Layer, Network
+from dlproc.hardware.numerics import INT8_MIN, MULT_BITS
+from dlproc.quant.calibrate import METHODS, RangeCollector
+from dlproc.quant.data import Dataset, load_data, resolve_model
+from dlproc.quant.qnet import SOFTWARE_OPS, QLayer, QuantizedNetwork
+from dlproc.quant.report import (
     CalibrationRow,
     CalibrationTable,
     LayerErrorRow,
@@ -63,7 +63,7 @@ SOFTMAX_OUT_SCALE, SOFTMAX_OUT_ZP = 1.0 / 256.0, -128
 def _has_softmax_block(config: Any) -> bool:
     if config is None:
         return False
-    from ..isa import HardwareParams, Opcode
+    from dlproc.hardware.isa import HardwareParams, Opcode
 
     try:
         return HardwareParams.from_config(config).has_block(Opcode.SOFTMAX)
@@ -104,7 +104,7 @@ class Quantizer:
         #: softmax layers become int8 (the softmax block's arithmetic) when the configuration has the block
         self.int8_softmax = _has_softmax_block(config)
         if not isinstance(network, Network):
-            from ..frontends import load_network
+            from dlproc.frontends import load_network
 
             network = load_network(resolve_model(network))
         self.network = network

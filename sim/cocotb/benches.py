@@ -8,10 +8,10 @@ holds *one* engine with exactly the hardware around it that it has in the comput
   ``amaranth.lib.memory.Memory`` with one synchronous read port like ``gateware.buffers.Buffers``,
   whose write ports are top-level ports (``inp_w__addr``/``__data``/``__en``, ...) so that the
   bench loads them word by word, one per cycle, as the load unit would;
-* the shared :class:`~dlproc.gateware.output_stage.OutputStage`, whose OUT write port is exposed
+* the shared :class:`~dlproc.hardware.gateware.output_stage.OutputStage`, whose OUT write port is exposed
   (``out__valid``/``__addr``/``__data``/``__tag``) for the bench's monitor;
 * the instruction decode of the compute unit: the bench offers an encoded 256-bit instruction
-  (``dlproc.isa`` encoders) on the ``insn`` stream, and the wrapper copies the instruction fields
+  (``dlproc.hardware.isa`` encoders) on the ``insn`` stream, and the wrapper copies the instruction fields
   into the engine's command by name and the push flags into its tag, exactly as
   ``ComputeUnit`` does. ``insn.ready`` is the engine's own ``cmd.ready``.
 
@@ -22,8 +22,8 @@ side: random gaps between instructions, and instructions offered while the engin
 
 The cocotb half (:class:`BlockBench`) starts the clock, resets, loads buffers, issues instructions
 with random timing and records every OUT write with its cycle; :func:`check_writes` compares them
-bit-exactly with the expected words the test computed with ``dlproc.golden.ops``. Parameters come
-from the environment: ``DLPROC_BENCH_HW`` (JSON of the :class:`~dlproc.isa.HardwareParams` fields
+bit-exactly with the expected words the test computed with ``dlproc.targets.golden.ops``. Parameters come
+from the environment: ``DLPROC_BENCH_HW`` (JSON of the :class:`~dlproc.hardware.isa.HardwareParams` fields
 plus ``acc_depth``, written by :func:`bench_env`), ``DLPROC_BENCH_PREFIX`` (the bench's port prefix
 in the top level, see :class:`EngineBenches`), ``DLPROC_BENCH_SEED``, ``DLPROC_BENCH_CASES``
 and ``DLPROC_BENCH_FIRST_CASE`` (a case depends only on the seed and its number, so a failing case
@@ -47,15 +47,15 @@ from amaranth.lib.wiring import In, Out
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from dlproc import isa
-from dlproc.gateware.add import AddEngine
-from dlproc.gateware.buffers import addr_bits, word_layout, write_port_signature
-from dlproc.gateware.conv import ConvEngine
-from dlproc.gateware.lrn import LrnEngine
-from dlproc.gateware.output_stage import OutputStage, _output_signature
-from dlproc.gateware.pool import PoolEngine
-from dlproc.gateware.softmax import SoftmaxEngine
-from dlproc.gateware.upsample import UpsampleEngine
+from dlproc.hardware import isa
+from dlproc.hardware.gateware.add import AddEngine
+from dlproc.hardware.gateware.buffers import addr_bits, word_layout, write_port_signature
+from dlproc.hardware.gateware.conv import ConvEngine
+from dlproc.hardware.gateware.lrn import LrnEngine
+from dlproc.hardware.gateware.output_stage import OutputStage, _output_signature
+from dlproc.hardware.gateware.pool import PoolEngine
+from dlproc.hardware.gateware.softmax import SoftmaxEngine
+from dlproc.hardware.gateware.upsample import UpsampleEngine
 
 __all__ = [
     "ENGINES", "EngineBench", "EngineBenches", "bench_verilog", "benches_verilog", "bench_env", "hw_from_env",
@@ -87,7 +87,7 @@ ENGINES: dict[str, tuple] = {
 class EngineBench(wiring.Component):
     """One compute engine with its buffers and the output stage (see the module docstring).
 
-    Ports: ``insn`` (stream of :data:`dlproc.isa.INSN_LAYOUT`), ``<buf>_w`` write ports of the
+    Ports: ``insn`` (stream of :data:`dlproc.hardware.isa.INSN_LAYOUT`), ``<buf>_w`` write ports of the
     buffers the engine reads, ``out`` (the output stage's OUT write: valid, addr, data, tag =
     ``Cat(last, push_prev, push_next)``), ``busy``, ``error``, ``error_code`` and, for the conv
     engine, ``mac_active``.

@@ -15,7 +15,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.avalon import AvalonMMMasterBFM
 
-from dlproc import regmap
+from dlproc.hardware import regmap
 from dlproc.config import ProcessorConfig
 from dlproc.sim.cocotb.avalon_mem import AvalonMemoryModel
 

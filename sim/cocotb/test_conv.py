@@ -1,4 +1,4 @@
-"""cocotb bench: ``dlproc.gateware.conv.ConvEngine`` against ``dlproc.golden.ops.conv2d`` + requantize.
+"""cocotb bench: ``dlproc.hardware.gateware.conv.ConvEngine`` against ``dlproc.targets.golden.ops.conv2d`` + requantize.
 
 Each case holds one or two random convolution layers -- input/output channels, groups (dense,
 grouped and depthwise, mapped onto the C x C array with zero weights between groups as the
@@ -22,9 +22,9 @@ import numpy as np
 
 import cocotb
 
-from dlproc import isa
-from dlproc.golden import ops
-from dlproc.numerics import requantize
+from dlproc.hardware import isa
+from dlproc.targets.golden import ops
+from dlproc.hardware.numerics import requantize
 from dlproc.sim.cocotb.benches import (BlockBench, check_writes, corrupt_one, expect_mismatch, pack_inp, pack_prm,
                                        pack_wgt, plane_words, push_tag, random_cuts)
 

@@ -1,6 +1,6 @@
 """cocotb bench: the processor's CSR block through cocotbext-avalon's AvalonMMMasterBFM.
 
-Checks every register's reset value against ``dlproc.regmap``, the configuration-derived identity
+Checks every register's reset value against ``dlproc.hardware.regmap``, the configuration-derived identity
 registers against ``ProcessorConfig``/``HardwareParams``, read/write behaviour per access type
 (RW reads back, RO ignores writes, W1S bits read as 0), and the irq/ACK protocol.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from dlproc import isa, regmap
+from dlproc.hardware import isa, regmap
 from dlproc.sim.cocotb.common import bench_config, get_field, mask, setup
 
 MEM_SIZE = 1 << 16

@@ -1,7 +1,7 @@
 """cocotb bench: the processor's memory master against a randomized Avalon-MM memory.
 
 The memory model (``avalon_mem.AvalonMemoryModel``) randomizes waitrequest, read latency and
-readdatavalid bubbles and checks the master's protocol. Programs come from ``dlproc.layerprog``:
+readdatavalid bubbles and checks the master's protocol. Programs come from ``dlproc.compiler.layerprog``:
 a 1x1 max pool (LOAD, POOL, STORE) must reproduce its input exactly, a random convolution must
 match the golden model, and LOAD/STORE/fetch addresses outside the DMA window must stop the
 processor with the right error code without any bus transaction to them. A ``MemoryPorts = 2``
@@ -20,10 +20,10 @@ import numpy as np
 
 import cocotb
 
-from dlproc import isa
-from dlproc.golden import ops
-from dlproc.layerprog import ConvLayer, PoolLayer, build_conv_program, build_pool_program
-from dlproc.numerics import requantize
+from dlproc.hardware import isa
+from dlproc.targets.golden import ops
+from dlproc.compiler.layerprog import ConvLayer, PoolLayer, build_conv_program, build_pool_program
+from dlproc.hardware.numerics import requantize
 from dlproc.sim.cocotb.common import CONFIG_ENV, bench_config, get_field, mask, setup
 
 MEM_SIZE = 1 << 18

@@ -1,4 +1,4 @@
-"""cocotb bench: ``dlproc.gateware.fc.FcEngine`` against the golden ``ops.fully_connected`` + ``requantize``.
+"""cocotb bench: ``dlproc.hardware.gateware.fc.FcEngine`` against the golden ``ops.fully_connected`` + ``requantize``.
 
 The DUT is :class:`FcBench`: the FC engine with its INP, WGT and PRM memories (random contents from the seed) and the
 output stage, exactly as the compute unit connects them; the bench drives FC commands (random
@@ -20,9 +20,9 @@ from amaranth.hdl import Module, unsigned
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from dlproc import isa
-from dlproc.golden import ops
-from dlproc.numerics import requantize
+from dlproc.hardware import isa
+from dlproc.targets.golden import ops
+from dlproc.hardware.numerics import requantize
 from dlproc.sim.cocotb.benches import pack_inp, pack_prm, pack_wgt, unpack_out
 
 INP_DEPTH, WGT_DEPTH, PRM_DEPTH, OUT_DEPTH, X_DEPTH = 64, 96, 24, 64, 256
@@ -105,7 +105,7 @@ class FcBench(wiring.Component):
     """FcEngine + its memories + the output stage (the compute unit's wiring of one engine)."""
 
     def __init__(self, seed: int, c: int, f: int) -> None:
-        from dlproc.gateware.fc import FC_CMD_LAYOUT
+        from dlproc.hardware.gateware.fc import FC_CMD_LAYOUT
 
         self.hw = bench_hw(c, f)
         self.data = bench_data(seed, c, f)
@@ -122,9 +122,9 @@ class FcBench(wiring.Component):
         })
 
     def elaborate(self, platform) -> Module:
-        from dlproc.gateware.conv import TAG_BITS
-        from dlproc.gateware.fc import FcEngine
-        from dlproc.gateware.output_stage import OutputStage
+        from dlproc.hardware.gateware.conv import TAG_BITS
+        from dlproc.hardware.gateware.fc import FcEngine
+        from dlproc.hardware.gateware.output_stage import OutputStage
 
         m = Module()
         c, d = self.c, self.data
@@ -158,7 +158,7 @@ def bench_verilog(seed: int, c: int, f: int) -> str:
 
 
 def _payload(insn: isa.Fc) -> int:
-    from dlproc.gateware.fc import FC_CMD_LAYOUT
+    from dlproc.hardware.gateware.fc import FC_CMD_LAYOUT
 
     word = 0
     for spec in isa.Fc.field_specs():

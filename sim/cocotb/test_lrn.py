@@ -1,4 +1,4 @@
-"""cocotb bench: ``dlproc.gateware.lrn.LrnEngine`` (LRNTAB, LRN) against ``dlproc.golden.ops.lrn``.
+"""cocotb bench: ``dlproc.hardware.gateware.lrn.LrnEngine`` (LRNTAB, LRN) against ``dlproc.targets.golden.ops.lrn``.
 
 The multiplier table is loaded through PRM with LRNTABs of random length and random (unaligned)
 ``tab_base``, the last one running past the table's end (its extra lanes must be dropped); later
@@ -22,9 +22,9 @@ import numpy as np
 
 import cocotb
 
-from dlproc import isa
-from dlproc.golden import ops
-from dlproc.numerics import LRN_TABLE_SIZE, lrn_index, requantize
+from dlproc.hardware import isa
+from dlproc.targets.golden import ops
+from dlproc.hardware.numerics import LRN_TABLE_SIZE, lrn_index, requantize
 from dlproc.sim.cocotb.benches import (BlockBench, check_period, check_writes, corrupt_one, expect_mismatch, pack_inp,
                                        pack_prm, push_tag)
 

@@ -1,4 +1,4 @@
-"""cocotb bench: ``dlproc.gateware.output_stage.OutputStage`` against ``dlproc.numerics.requantize``.
+"""cocotb bench: ``dlproc.hardware.gateware.output_stage.OutputStage`` against ``dlproc.hardware.numerics.requantize``.
 
 Constrained-random items (accumulators including the int32 extremes, M and M_neg over the whole
 15-bit range, S over 0..46, random zero points and clamps, random valid gaps) stream in one per
@@ -17,8 +17,8 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from dlproc.gateware.output_stage import LATENCY, REQUANT_LANE
-from dlproc.numerics import MAX_SHIFT, MULT_BITS, requantize
+from dlproc.hardware.gateware.output_stage import LATENCY, REQUANT_LANE
+from dlproc.hardware.numerics import MAX_SHIFT, MULT_BITS, requantize
 
 ADDR_BITS = 8
 

@@ -1,4 +1,4 @@
-"""cocotb bench: ``dlproc.gateware.pool.PoolEngine`` against ``dlproc.golden.ops`` maxpool, avgpool and
+"""cocotb bench: ``dlproc.hardware.gateware.pool.PoolEngine`` against ``dlproc.targets.golden.ops`` maxpool, avgpool and
 global_avgpool.
 
 Each case is a random pooling layer -- mode (MAX, AVG with count_include_pad, global AVG), window,
@@ -17,8 +17,8 @@ import numpy as np
 
 import cocotb
 
-from dlproc import isa
-from dlproc.golden import ops
+from dlproc.hardware import isa
+from dlproc.targets.golden import ops
 from dlproc.sim.cocotb.benches import (BlockBench, check_writes, corrupt_one, expect_mismatch, pack_inp, pack_prm,
                                        plane_words, push_tag, random_cuts)
 

@@ -1,5 +1,5 @@
-"""cocotb bench: ``dlproc.gateware.softmax.SoftmaxEngine`` (SMXTAB, SOFTMAX) against
-``dlproc.golden.ops.softmax_int8``.
+"""cocotb bench: ``dlproc.hardware.gateware.softmax.SoftmaxEngine`` (SMXTAB, SOFTMAX) against
+``dlproc.targets.golden.ops.softmax_int8``.
 
 Every case reloads the exp table from ``ops.softmax_exp_table`` of a random input scale with
 SMXTABs of random length and unaligned ``tab_base`` (the last word may run past entry 255, whose
@@ -17,8 +17,8 @@ import numpy as np
 
 import cocotb
 
-from dlproc import isa
-from dlproc.golden import ops
+from dlproc.hardware import isa
+from dlproc.targets.golden import ops
 from dlproc.sim.cocotb.benches import (BlockBench, check_writes, corrupt_one, expect_mismatch, pack_inp, pack_prm,
                                        push_tag)
 

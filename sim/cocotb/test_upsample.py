@@ -1,4 +1,4 @@
-"""cocotb bench: ``dlproc.gateware.upsample.UpsampleEngine`` against ``dlproc.golden.ops.upsample_nearest``.
+"""cocotb bench: ``dlproc.hardware.gateware.upsample.UpsampleEngine`` against ``dlproc.targets.golden.ops.upsample_nearest``.
 
 Each case is a random layer (channel blocks, input size, scale factors 1..4 and sometimes up to 15
 per axis), laid out in INP with random gaps and garbage, split into random output tiles (origins
@@ -16,8 +16,8 @@ import numpy as np
 
 import cocotb
 
-from dlproc import isa
-from dlproc.golden import ops
+from dlproc.hardware import isa
+from dlproc.targets.golden import ops
 from dlproc.sim.cocotb.benches import (BlockBench, check_period, check_writes, corrupt_one, expect_mismatch, pack_inp,
                                        plane_words, push_tag)
 

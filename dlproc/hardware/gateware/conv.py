@@ -1,0 +1,565 @@
+"""The conv engine: a C x C int8 MAC array executing CONV instructions, weight-stationary per tap.
+
+Semantics (the contract's CONV, one output-channel block of C lanes)::
+
+    acc[p][co] = bias[co] + sum_{cb, ky, kx, ci} WGT[wgt_base + (cb*kh + ky)*kw + kx][co][ci]
+                 * INP[inp_base + cb*in_plane + (oy*sy + ky*dy)*in_w + ox*sx + kx*dx][ci]
+    OUT[out_base + oy*out_w + ox] = requantize(acc[p], ...)      with p = oy*out_w + ox
+
+Micro-architecture
+------------------
+* **Taps in WGT order.** The engine walks the taps t = (cb, ky, kx) in exactly the order of the
+  WGT words, so the weight address is simply ``wgt_base + t``. For every tap it holds that one
+  C x C weight word in registers (``w_cur``) and sweeps all output pixels of the tile, reading
+  one INP word per cycle. The next tap's word is prefetched into ``w_next`` while the sweep runs,
+  so consecutive taps follow each other without a bubble once a tile has >= 3 pixels.
+* **Incremental addresses.** All INP addresses are formed by adding precomputed steps
+  (``sx``, ``sy*in_w``, ``dx``, ``dy*in_w``, ``in_plane``) to registered bases; the only
+  multiplications (``sy*in_w`` and ``dy*in_w``, 3 x 16 bits) happen once per instruction. The
+  bases and steps are *bounded*: their low ``inp_bits`` bits (``log2`` of the INP depth) plus a
+  sticky "beyond the buffer" bit, so the adders are 13 bits wide for 8192 words instead of the
+  38 bits the largest encodable address needs, and the range check ``beyond | (low >= depth)``
+  is still exact. The loop counters count down, each with a registered ``last`` flag, so the
+  loop multiplexers select on flip-flops. (This was the processor's critical path: a 38-bit
+  ``row_base + row_step`` followed by compare-driven multiplexers, 4.95-5.10 ns pre-route.)
+* **Pipeline** (stage numbers = cycles after the INP read is issued): 1 INP data arrives,
+  2 INP word registered, 3 C*C products registered, then a pairwise adder tree over the C input
+  lanes registered every two levels, then the accumulate stage ``Ss``: the accumulator of pixel p
+  was read from ACC one cycle earlier (or is the bias, on the first tap), the sum is added and
+  written back in the same cycle (read-modify-write).
+* **RMW hazard.** The ACC read of pixel p for tap t+1 is issued at least ``max(N, 3)`` cycles
+  after the one for tap t (N = pixels per tile; taps are at least 3 cycles apart because of the
+  weight prefetch), while the write for tap t follows its read by one cycle. So the write always
+  lands before the next read of the same word, also for a 1 x 1 output tile, with no stall and
+  no forwarding.
+* **One ACC memory, drain overlapped.** After the last tap the tile is drained from ACC through
+  the output stage into OUT, one pixel per cycle. The next tile's *first* tap does not read ACC
+  (it starts from the bias), so it may sweep while the drain runs: it only waits until the drain
+  has begun, after which the drain's read of pixel p always precedes the first tap's write of p
+  (both advance one pixel per cycle and the write trails its issue by Ss cycles). Its later taps
+  read ACC and wait until the drain has finished reading. This gives the overlap of a ping-pong
+  accumulator with a single 1R1W memory (half the M10K blocks); with tiles of equal size no
+  cycle is lost, since the drain of N pixels ends before the first tap of N pixels does. Two
+  descriptor slots (bias, requantization parameters, OUT base, tag) alternate between commands.
+* **Run-time checks.** Every INP/WGT/OUT address and the ACC pixel index are compared with the
+  buffer depths as they are generated; the first violation stops the engine with SRAM_RANGE, a
+  zero-sized field or act_min > act_max with ILLEGAL_FIELD. An OUT write with a bad address is
+  suppressed, so an erroneous instruction never corrupts a valid OUT word.
+
+Cycle counts, with T = cin_blocks*kh*kw taps, N = out_h*out_w pixels, Ss =
+:func:`acc_pipeline_stages` (4 for C = 2..4, 5 for C = 5..16, 6 for C = 17..64),
+L = output-stage latency (6):
+
+* sweep of one tile: ``(T - 1)*max(N, 3) + N`` cycles in which the MAC array is busy except for
+  the bubbles of taps shorter than 3 pixels;
+* back-to-back CONVs: one tile every ``(T - 1)*max(N, 3) + N + Ss + 1`` cycles (the Ss + 1 cycles
+  are the accept/set-up of the next command overlapped with the wait for the previous tile's
+  last write and the start of its drain), plus ``N_prev - N`` when a multi-tap tile follows a
+  larger tile (its second tap waits for the end of that drain);
+* a CONV followed by FINISH: ``(T - 1)*max(N, 3) + 2*N + Ss + L + 8`` cycles from the instruction
+  being offered to ``finished`` (checked by the tests).
+"""
+
+from __future__ import annotations
+
+import math
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from dlproc.hardware import isa
+
+from dlproc.hardware.gateware.engine import EngineCommand
+from dlproc.hardware.gateware.output_stage import (
+    REQUANT_LANE,
+    _input_signature as _ostage_input_signature,
+    out_word_layout,
+    prm_word_layout,
+    requant_params_ok,
+)
+
+__all__ = [
+    "CONV_CMD_LAYOUT",
+    "TAG_BITS",
+    "ConvEngine",
+    "inp_word_layout",
+    "wgt_word_layout",
+    "acc_pipeline_stages",
+]
+
+#: Bits of the opaque tag a command carries to its last output-stage item (the compute unit
+#: puts the push_prev/push_next flags there, so the tokens are given when the tile is in OUT).
+TAG_BITS = 2
+
+#: A CONV command: the instruction fields exactly as ``dlproc.hardware.isa`` encodes them, plus the tag.
+CONV_CMD_LAYOUT = data.StructLayout(
+    {spec.name: spec.shape for spec in isa.Conv.field_specs()} | {"tag": unsigned(TAG_BITS)}
+)
+
+
+def inp_word_layout(c: int) -> data.ArrayLayout:
+    """An INP word: C int8 lanes (pixel x channel block), lane i = channel cb*C + i."""
+    return out_word_layout(c)
+
+
+def wgt_word_layout(c: int) -> data.ArrayLayout:
+    """A WGT word: ``[co][ci]`` int8, byte co*C + ci."""
+    return data.ArrayLayout(data.ArrayLayout(signed(8), c), c)
+
+
+def acc_pipeline_stages(c: int) -> int:
+    """The accumulate stage Ss: cycles from the INP read to the ACC write of the same pixel."""
+    levels = math.ceil(math.log2(c)) if c > 1 else 0
+    return 3 + math.ceil(levels / 2)
+
+
+def _bounded(value: Value, bits: int) -> Value:
+    """``value`` as a bounded address ``Cat(low, beyond)``: its low ``bits`` bits and whether it
+    is >= 2**bits."""
+    value = Value.cast(value)
+    if len(value) <= bits:
+        return Cat(value, Const(0, bits - len(value)), Const(0))
+    return Cat(value[:bits], value[bits:].any())
+
+
+def _bounded_add(base: data.View, step: Value) -> Value:
+    """``base + step`` for bounded addresses (``step`` as :func:`_bounded` forms it): the low bits
+    wrap exactly as the full-width sum's would, and ``beyond`` is sticky, since the steps are
+    non-negative a sum that left the buffer's power-of-two range never comes back. Range checks
+    then see ``beyond | (low >= depth)``, the full-width compare, with a ``bits``-wide carry
+    chain instead of the 38 bits that the largest address an encodable CONV forms needs."""
+    bits = len(base.low)
+    step = Value.cast(step)
+    total = base.low + step[:bits]
+    return Cat(total[:bits], base.beyond | step[bits] | total[bits])
+
+
+def _read_port(addr_bits: int, shape) -> wiring.Signature:
+    """A synchronous read port seen from its user: ``addr``/``en`` out, ``data`` in (1 cycle)."""
+    return memory.ReadPort.Signature(addr_width=addr_bits, shape=shape).flip()
+
+
+class ConvEngine(wiring.Component):
+    """Executes CONV commands; see the module docstring for the micro-architecture.
+
+    Ports:
+      ``cmd``   stream of :data:`CONV_CMD_LAYOUT` (accepted when the engine can start it);
+      ``inp``, ``wgt``, ``prm``  read ports (address out, data in one cycle later);
+      ``ost``   items for the shared :class:`~dlproc.hardware.gateware.output_stage.OutputStage`,
+                ``tag`` = ``Cat(last, cmd.tag)``;
+      ``busy``  a command is being set up or swept, or a tile is not yet drained;
+      ``mac_active``  the MAC array consumed an INP word this cycle (for utilization counters);
+      ``error``/``error_code``  sticky, an :class:`dlproc.hardware.isa.ErrorCode` value.
+    """
+
+    def __init__(self, hw: isa.HardwareParams, acc_depth: int) -> None:
+        if acc_depth < 1:
+            raise ValueError(f"acc_depth must be >= 1, got {acc_depth}")
+        self.hw = hw
+        self.c = hw.c
+        self.acc_depth = acc_depth
+        self.inp_bits = max(1, (hw.inp_depth - 1).bit_length())
+        self.wgt_bits = max(1, (hw.wgt_depth - 1).bit_length())
+        self.prm_bits = max(1, (hw.prm_depth - 1).bit_length())
+        self.out_bits = max(1, (hw.out_depth - 1).bit_length())
+        self.acc_bits = max(1, (acc_depth - 1).bit_length())
+        self.stage_acc = acc_pipeline_stages(self.c)
+        super().__init__({
+            "cmd": In(stream.Signature(CONV_CMD_LAYOUT)),
+            "inp": Out(_read_port(self.inp_bits, inp_word_layout(self.c))),
+            "wgt": Out(_read_port(self.wgt_bits, wgt_word_layout(self.c))),
+            "prm": Out(_read_port(self.prm_bits, prm_word_layout(self.c))),
+            "ost": Out(_ostage_input_signature(self.c, self.out_bits, 1 + TAG_BITS)),
+            "busy": Out(1),
+            "mac_active": Out(1),
+            "error": Out(1),
+            "error_code": Out(4),
+        })
+
+    # ------------------------------------------------------------------------------------------
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        c, hw = self.c, self.hw
+        E = isa.ErrorCode
+
+        # Errors: the first one wins and stops everything (the processor halts on it).
+        err_pending = []  # (condition, code) in priority order, evaluated every cycle
+
+        def raise_if(cond, code: E) -> None:
+            err_pending.append((cond, code))
+
+        error = Signal()
+        m.d.comb += self.error.eq(error)
+
+        # ---------------------------------------------------------------- accumulator memory
+        # One ACC memory with one read and one write port (see the module docstring for how the
+        # drain of a tile overlaps the first tap of the next without a second bank).
+        acc_shape = data.ArrayLayout(signed(32), c)
+        acc_mem = memory.Memory(shape=acc_shape, depth=self.acc_depth, init=[])
+        m.submodules.acc = acc_mem
+        acc_rp, acc_wp = acc_mem.read_port(), acc_mem.write_port()
+        # Tile hand-over state: `wait_final` = the last pixel of the previous tile has been issued
+        # but not yet written; `full` = that tile is complete in ACC and its drain has not begun;
+        # `drain_reading` = the drain is reading ACC.
+        wait_final = Signal()
+        full = Signal()
+        drain_reading = Signal()
+        d_slot = Signal()  # descriptor slot of the tile being drained
+        v1, slot1 = Signal(), Signal()  # drain item one cycle after its ACC read
+
+        # Two descriptor slots, alternating per command: the drain of one tile still needs its
+        # output parameters while the next command's are loaded. A slot is always loaded (accept,
+        # then the PRM word) before its tile uses it, so the slots need no reset (see x2 below).
+        def desc(b: int) -> dict:
+            return {
+                "out_base": Signal(isa.SRAM_ADDR_BITS, name=f"d{b}_out_base", reset_less=True),
+                "out_h_m1": Signal(16, name=f"d{b}_out_h_m1", reset_less=True),
+                "out_w_m1": Signal(16, name=f"d{b}_out_w_m1", reset_less=True),
+                "zp_out": Signal(signed(8), name=f"d{b}_zp", reset_less=True),
+                "act_min": Signal(signed(8), name=f"d{b}_lo", reset_less=True),
+                "act_max": Signal(signed(8), name=f"d{b}_hi", reset_less=True),
+                "tag": Signal(TAG_BITS, name=f"d{b}_tag", reset_less=True),
+                "params": Signal(data.ArrayLayout(REQUANT_LANE, c), name=f"d{b}_params", reset_less=True),
+                "bias": Signal(data.ArrayLayout(signed(32), c), name=f"d{b}_bias", reset_less=True),
+            }
+
+        descs = [desc(0), desc(1)]
+
+        # ---------------------------------------------------------------- command / sweep FSM
+        # Accept and check (registered, see engine.py); the verdicts are used in SETUP.
+        m.submodules.command = command = EngineCommand(
+            CONV_CMD_LAYOUT,
+            illegal=lambda f: ((f.in_w == 0) | (f.out_h == 0) | (f.out_w == 0) | (f.kh == 0) | (f.kw == 0)
+                               | (f.stride_y == 0) | (f.stride_x == 0) | (f.dil_y == 0) | (f.dil_x == 0)
+                               | (f.cin_blocks == 0) | (f.act_min > f.act_max)),
+            ranges=[(lambda f: f.prm_base, hw.prm_depth - 1)],
+        )
+        wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
+        a = command.fields  # the instruction being swept
+        slot = Signal()  # descriptor slot of the command being set up / swept
+        # INP addresses are kept modulo 2**inp_bits plus a sticky "beyond" bit (see
+        # :func:`_bounded_add`): the exact address only matters while it is inside the buffer, and
+        # a 13-bit adder is much shorter than the 38 bits an encodable CONV can reach.
+        kb = self.inp_bits
+        bounded = data.StructLayout({"low": unsigned(kb), "beyond": 1})
+        # The output-pixel and tap counters count down to 0; each has a registered ``last`` flag
+        # (the counter is at 0) so that the loop multiplexers select on flip-flops, not on
+        # 16-bit compares. ``*_m1`` (= field - 1) and ``*_one`` (= field == 1) reload them.
+        ow_m1, oh_m1 = Signal(16), Signal(16)
+        kw_m1, kh_m1 = Signal(5), Signal(5)
+        cb_m1 = Signal(16)
+        ow_one, oh_one, kw_one, kh_one, cb_one = (Signal(name=f"{n}_one") for n in ("ow", "oh", "kw", "kh", "cb"))
+        row_step = Signal(bounded)  # stride_y * in_w: next output row
+        ky_step = Signal(bounded)  # dil_y * in_w: next kernel row
+        cb_base, ky_base, tap_base, row_base, addr = (Signal(bounded, name=n) for n in (
+            "cb_base", "ky_base", "tap_base", "row_base", "inp_addr"))
+        ox, oy, cb = Signal(16, name="ox_left"), Signal(16, name="oy_left"), Signal(16, name="cb_left")
+        kx, ky = Signal(5, name="kx_left"), Signal(5, name="ky_left")
+        last_ox, last_oy, last_kx, last_ky, last_cb = (Signal(name=f"last_{n}") for n in ("ox", "oy", "kx", "ky", "cb"))
+        p = Signal(self.acc_bits + 1)  # one spare bit so that p == acc_depth is seen, not wrapped
+        first_tap = Signal()
+        tap_start = Signal()
+        prm_pend = Signal()
+
+        # Weight prefetch state.
+        w_next = Signal(wgt_word_layout(c))
+        w_cur = Signal(wgt_word_layout(c))
+        w_full = Signal()  # w_next holds the weight of the next tap to be swept
+        w_pend = Signal()  # a WGT read was issued last cycle
+        f_active = Signal()
+        f_addr = Signal(isa.SRAM_ADDR_BITS + 1)  # +1 step at a time: the range check sees the first overflow
+        f_kx, f_ky, f_cb = Signal(5), Signal(5), Signal(16)
+
+        issue = Signal()
+        last_pixel = last_ox & last_oy
+        final = last_pixel & last_kx & last_ky & last_cb
+
+        # The read-port signature's ``en`` has init 1; drive it low unless a read is wanted, so
+        # the compute unit's port muxes can tell which engine is reading.
+        m.d.comb += self.prm.en.eq(0)
+        with m.FSM(name="sweep") as sweep_fsm:
+            with m.State("IDLE"):
+                # The command's descriptor slot may still serve the drain of the tile two
+                # commands back (when the tile in between had a single tap).
+                slot_busy = (drain_reading & (d_slot == slot)) | (v1 & (slot1 == slot))
+                m.d.comb += command.enable.eq(~error & ~slot_busy)
+                with m.If(command.take):
+                    pay = self.cmd.payload
+                    m.d.sync += [
+                        f_active.eq(1),
+                        f_addr.eq(pay.wgt_base),
+                        f_kx.eq(0), f_ky.eq(0), f_cb.eq(0),
+                    ]
+                    for b in range(2):
+                        with m.If(slot == b):
+                            d = descs[b]
+                            m.d.sync += [
+                                d["out_base"].eq(pay.out_base),
+                                d["out_h_m1"].eq(pay.out_h - 1),
+                                d["out_w_m1"].eq(pay.out_w - 1),
+                                d["zp_out"].eq(pay.zp_out),
+                                d["act_min"].eq(pay.act_min),
+                                d["act_max"].eq(pay.act_max),
+                                d["tag"].eq(pay.tag),
+                            ]
+                    m.next = "SETUP"
+            with m.State("SETUP"):
+                m.d.comb += [self.prm.addr.eq(a.prm_base), self.prm.en.eq(1)]
+                m.d.sync += [
+                    prm_pend.eq(1),
+                    ow_m1.eq(a.out_w - 1), oh_m1.eq(a.out_h - 1),
+                    kw_m1.eq(a.kw - 1), kh_m1.eq(a.kh - 1), cb_m1.eq(a.cin_blocks - 1),
+                    ow_one.eq(a.out_w == 1), oh_one.eq(a.out_h == 1),
+                    kw_one.eq(a.kw == 1), kh_one.eq(a.kh == 1), cb_one.eq(a.cin_blocks == 1),
+                    ox.eq(a.out_w - 1), oy.eq(a.out_h - 1),
+                    kx.eq(a.kw - 1), ky.eq(a.kh - 1), cb.eq(a.cin_blocks - 1),
+                    last_ox.eq(a.out_w == 1), last_oy.eq(a.out_h == 1),
+                    last_kx.eq(a.kw == 1), last_ky.eq(a.kh == 1), last_cb.eq(a.cin_blocks == 1),
+                    row_step.eq(_bounded(a.stride_y * a.in_w, kb)),
+                    ky_step.eq(_bounded(a.dil_y * a.in_w, kb)),
+                    cb_base.eq(_bounded(a.inp_base, kb)), ky_base.eq(_bounded(a.inp_base, kb)),
+                    tap_base.eq(_bounded(a.inp_base, kb)), row_base.eq(_bounded(a.inp_base, kb)),
+                    addr.eq(_bounded(a.inp_base, kb)), p.eq(0),
+                    first_tap.eq(1), tap_start.eq(1),
+                ]
+                m.next = "SWEEP"
+            with m.State("SWEEP"):
+                # A tap starts when its weight is in w_next. The first tap of a tile writes ACC
+                # without reading it, so it may run while the previous tile drains, as soon as
+                # that drain has begun (the drain reads pixel p before this tap writes it: both
+                # advance one pixel per cycle and the write trails its issue by Ss cycles).
+                # Later taps read ACC, so they wait until the drain has stopped reading.
+                tile_gate = Mux(first_tap, ~wait_final & ~full, ~drain_reading)
+                m.d.comb += issue.eq(~error & (~tap_start | (w_full & tile_gate)))
+                with m.If(issue & final):
+                    m.d.sync += [slot.eq(~slot), wait_final.eq(1)]
+                    m.next = "IDLE"
+
+        in_setup = sweep_fsm.ongoing("SETUP")
+        raise_if(in_setup & command.illegal, E.ILLEGAL_FIELD)
+        raise_if(in_setup & command.out_of_range, E.SRAM_RANGE)
+
+        # The parameter word arrives the cycle after SETUP; capture it into the command's slot.
+        prm_bad = Signal()
+        raise_if(prm_pend & prm_bad, E.ILLEGAL_FIELD)
+        with m.If(prm_pend):
+            m.d.sync += prm_pend.eq(0)
+            ok = Const(1)
+            for lane in range(c):
+                ok = ok & requant_params_ok(self.prm.data[lane])
+            m.d.comb += prm_bad.eq(~ok)
+            for b in range(2):
+                with m.If(slot == b):
+                    for lane in range(c):
+                        src = self.prm.data[lane]
+                        m.d.sync += [
+                            descs[b]["bias"][lane].eq(src.bias),
+                            descs[b]["params"][lane].mult.eq(src.mult),
+                            descs[b]["params"][lane].mult_neg.eq(src.mult_neg),
+                            descs[b]["params"][lane].shift.eq(src.shift),
+                        ]
+
+        # Sweep counters: every issued pixel advances (ox, oy) and, at the end of the tile,
+        # the tap (kx, ky, cb); each base is the previous one plus a precomputed step.
+        def count_down(left: Signal, last: Signal) -> list:
+            return [left.eq(left - 1), last.eq(left == 1)]
+
+        def reload(left: Signal, last: Signal, m1: Signal, one: Signal) -> list:
+            return [left.eq(m1), last.eq(one)]
+
+        stride_x = _bounded(a.stride_x, kb)
+        dil_x = _bounded(a.dil_x, kb)
+        in_plane = _bounded(a.in_plane, kb)
+        with m.If(issue):
+            with m.If(tap_start):
+                m.d.sync += [tap_start.eq(0), w_full.eq(0)]
+            with m.If(~last_ox):
+                m.d.sync += count_down(ox, last_ox)
+                m.d.sync += [addr.eq(_bounded_add(addr, stride_x)), p.eq(p + 1)]
+            with m.Elif(~last_oy):
+                nxt = _bounded_add(row_base, row_step)
+                m.d.sync += reload(ox, last_ox, ow_m1, ow_one) + count_down(oy, last_oy)
+                m.d.sync += [row_base.eq(nxt), addr.eq(nxt), p.eq(p + 1)]
+            with m.Else():
+                m.d.sync += reload(ox, last_ox, ow_m1, ow_one) + reload(oy, last_oy, oh_m1, oh_one)
+                m.d.sync += [p.eq(0), tap_start.eq(1), first_tap.eq(0)]
+                with m.If(~last_kx):
+                    nxt = _bounded_add(tap_base, dil_x)
+                    m.d.sync += count_down(kx, last_kx)
+                    m.d.sync += [tap_base.eq(nxt), row_base.eq(nxt), addr.eq(nxt)]
+                with m.Elif(~last_ky):
+                    nxt = _bounded_add(ky_base, ky_step)
+                    m.d.sync += reload(kx, last_kx, kw_m1, kw_one) + count_down(ky, last_ky)
+                    m.d.sync += [ky_base.eq(nxt), tap_base.eq(nxt), row_base.eq(nxt), addr.eq(nxt)]
+                with m.Elif(~last_cb):
+                    nxt = _bounded_add(cb_base, in_plane)
+                    m.d.sync += (reload(kx, last_kx, kw_m1, kw_one) + reload(ky, last_ky, kh_m1, kh_one)
+                                 + count_down(cb, last_cb))
+                    m.d.sync += [cb_base.eq(nxt), ky_base.eq(nxt), tap_base.eq(nxt),
+                                 row_base.eq(nxt), addr.eq(nxt)]
+        raise_if(issue & (addr.beyond | (addr.low >= hw.inp_depth)), E.SRAM_RANGE)
+        raise_if(issue & (p >= self.acc_depth), E.SRAM_RANGE)
+        m.d.comb += [self.inp.addr.eq(addr.low), self.inp.en.eq(issue), self.mac_active.eq(issue)]
+
+        # ---------------------------------------------------------------- weight prefetch
+        f_issue = Signal()
+        m.d.comb += f_issue.eq(f_active & ~w_full & ~w_pend & ~error)
+        m.d.comb += [self.wgt.addr.eq(f_addr), self.wgt.en.eq(f_issue)]
+        raise_if(f_issue & (f_addr >= hw.wgt_depth), E.SRAM_RANGE)
+        with m.If(f_issue):
+            m.d.sync += [w_pend.eq(1), f_addr.eq(f_addr + 1)]
+            f_last_kx = f_kx == a.kw - 1
+            f_last_ky = f_ky == a.kh - 1
+            f_last_cb = f_cb == a.cin_blocks - 1
+            with m.If(~f_last_kx):
+                m.d.sync += f_kx.eq(f_kx + 1)
+            with m.Elif(~f_last_ky):
+                m.d.sync += [f_kx.eq(0), f_ky.eq(f_ky + 1)]
+            with m.Elif(~f_last_cb):
+                m.d.sync += [f_kx.eq(0), f_ky.eq(0), f_cb.eq(f_cb + 1)]
+            with m.Else():
+                m.d.sync += f_active.eq(0)
+        with m.If(w_pend):
+            m.d.sync += [w_pend.eq(0), w_next.eq(self.wgt.data), w_full.eq(1)]
+
+        # ---------------------------------------------------------------- MAC pipeline
+        ss = self.stage_acc
+        side = [None]  # side[s] = dict of the item's side band in stage s (1 .. ss)
+        s0 = {"valid": issue, "p": p[:self.acc_bits], "first": first_tap, "final": final,
+              "tap_start": tap_start, "slot": slot}
+        prev = s0
+        for s in range(1, ss + 1):
+            # Only ``valid`` is reset: the other fields describe the stage's item.
+            cur = {k: Signal(len(v), name=f"st{s}_{k}", reset_less=(k != "valid")) for k, v in s0.items()}
+            m.d.sync += [cur[k].eq(prev[k]) for k in cur]
+            side.append(cur)
+            prev = cur
+
+        # Stage 1 -> 2: the INP word is registered; the weight of a new tap moves into w_cur in the
+        # same edge, exactly when that tap's first pixel enters stage 2.
+        # The MAC datapath registers (x2, products, adder tree) have no reset: a value in them only
+        # matters together with its stage's ``valid`` bit, which is reset. Without the reset (and
+        # the START ``clear``) they are plain D flip-flops, and Verilator evaluates each one as a
+        # single assignment instead of a temporary plus two conditional clears per cycle.
+        x2 = Signal(inp_word_layout(c), reset_less=True)
+        m.d.sync += x2.eq(self.inp.data)
+        with m.If(side[1]["valid"] & side[1]["tap_start"]):
+            m.d.sync += w_cur.eq(w_next)
+
+        # Stage 2 -> 3: C x C products, then the adder tree over ci, registered every two levels.
+        #
+        # For a power-of-two C the tree adds the products in offset binary: p + 2**15, which is
+        # p with its sign bit inverted, as an unsigned number. The C offsets add up to
+        # C * 2**15 = 2**(W-1) for the W = 16 + log2(C) bit sum, so inverting the sum's top bit
+        # gives back the signed sum, exactly (the inversions sit in the adders' input LUTs). The
+        # numbers and widths are those of the signed tree; the reason is the simulator:
+        # Verilator sign-extends both operands of every signed add of unequal width with a
+        # three-instruction sequence; unsigned adds extend for free (measured on de10nano_int8:
+        # the native harness 5 % faster, docs/simulation.md "Speed").
+        offset = c > 1 and (c & (c - 1)) == 0
+        sums = []
+        for co in range(c):
+            vals = []
+            for ci in range(c):
+                pr = Signal(signed(16), name=f"prod_{co}_{ci}", reset_less=True)
+                m.d.sync += pr.eq(x2[ci] * w_cur[co][ci])
+                vals.append(pr.as_unsigned() ^ 0x8000 if offset else pr)
+            level = 0
+            while len(vals) > 1:
+                nxt = []
+                for k in range(0, len(vals) - 1, 2):
+                    nxt.append(vals[k] + vals[k + 1])
+                if len(vals) % 2:
+                    nxt.append(vals[-1])
+                vals = nxt
+                level += 1
+                if level % 2 == 0 or len(vals) == 1:
+                    regs = []
+                    shape = unsigned(16 + level) if offset else signed(16 + level)
+                    for k, v in enumerate(vals):
+                        r = Signal(shape, name=f"tree_{co}_l{level}_{k}", reset_less=True)
+                        m.d.sync += r.eq(v)
+                        regs.append(r)
+                    vals = regs
+            total = vals[0]
+            sums.append(Cat(total[:-1], ~total[-1]).as_signed() if offset else total)
+
+        # Stage ss-1: read the accumulator of the pixel; stage ss: add and write back.
+        rd_item, wr_item = side[ss - 1], side[ss]
+        drain_rd_addr = Signal(self.acc_bits)
+        # The sweep only needs the read data for taps after the first, which never run while the
+        # drain reads, so the drain simply takes the read port when it is reading.
+        m.d.comb += [
+            acc_rp.addr.eq(Mux(drain_reading, drain_rd_addr, rd_item["p"])),
+            acc_wp.addr.eq(wr_item["p"]),
+            acc_wp.en.eq(wr_item["valid"]),
+        ]
+        bias = Signal(acc_shape)
+        m.d.comb += bias.eq(Mux(wr_item["slot"], Value.cast(descs[1]["bias"]), Value.cast(descs[0]["bias"])))
+        new = Signal(acc_shape)
+        for co in range(c):
+            base = Mux(wr_item["first"], bias[co], acc_rp.data[co])
+            m.d.comb += new[co].eq(base + sums[co])  # wraps to int32, as the contract requires
+        m.d.comb += acc_wp.data.eq(new)
+        with m.If(wr_item["valid"] & wr_item["final"]):
+            m.d.sync += [wait_final.eq(0), full.eq(1)]
+
+        # ---------------------------------------------------------------- drain
+        # One pixel per cycle from ACC through the output stage into OUT.
+        d_ox, d_oy = Signal(16), Signal(16)
+        d_p = Signal(self.acc_bits)
+        d_out = Signal(isa.SRAM_ADDR_BITS + 1)
+        d_ow_m1 = Mux(d_slot, descs[1]["out_w_m1"], descs[0]["out_w_m1"])
+        d_oh_m1 = Mux(d_slot, descs[1]["out_h_m1"], descs[0]["out_h_m1"])
+        d_last = (d_ox == d_ow_m1) & (d_oy == d_oh_m1)
+        with m.If(~drain_reading & full & ~error):
+            m.d.sync += [
+                drain_reading.eq(1), full.eq(0), d_ox.eq(0), d_oy.eq(0), d_p.eq(0),
+                d_out.eq(Mux(d_slot, descs[1]["out_base"], descs[0]["out_base"])),
+            ]
+        d_issue = Signal()
+        m.d.comb += [d_issue.eq(drain_reading & ~error), drain_rd_addr.eq(d_p)]
+        d_oob = d_out >= hw.out_depth
+        raise_if(d_issue & d_oob, E.SRAM_RANGE)
+        # Item registered next to the ACC read data (one cycle later).
+        last1 = Signal()
+        out1 = Signal(self.out_bits)
+        m.d.sync += [v1.eq(d_issue & ~d_oob), last1.eq(d_last), slot1.eq(d_slot), out1.eq(d_out)]
+        with m.If(d_issue):
+            m.d.sync += [d_p.eq(d_p + 1), d_out.eq(d_out + 1)]
+            with m.If(d_ox != d_ow_m1):
+                m.d.sync += d_ox.eq(d_ox + 1)
+            with m.Else():
+                m.d.sync += [d_ox.eq(0), d_oy.eq(d_oy + 1)]
+            with m.If(d_last):
+                m.d.sync += [drain_reading.eq(0), d_slot.eq(~d_slot)]
+
+        def pick(key: str):
+            return Mux(slot1, Value.cast(descs[1][key]), Value.cast(descs[0][key]))
+
+        m.d.comb += [
+            self.ost.valid.eq(v1),
+            self.ost.acc.eq(acc_rp.data),
+            self.ost.params.eq(pick("params")),
+            self.ost.zp_out.eq(pick("zp_out")),
+            self.ost.act_min.eq(pick("act_min")),
+            self.ost.act_max.eq(pick("act_max")),
+            self.ost.addr.eq(out1),
+            self.ost.tag.eq(Cat(last1, pick("tag"))),
+        ]
+
+        # ---------------------------------------------------------------- status
+        m.d.comb += self.busy.eq(
+            ~sweep_fsm.ongoing("IDLE") | wait_final | full | drain_reading | v1)
+
+        code = Signal(4)
+        m.d.comb += self.error_code.eq(code)
+        with m.If(~error):
+            # Later entries of the chain have lower priority: iterate in reverse so the first
+            # registered condition is the outermost (last-assigned, winning) one.
+            for cond, value in reversed(err_pending):
+                with m.If(cond):
+                    m.d.sync += [error.eq(1), code.eq(int(value))]
+        return m
+

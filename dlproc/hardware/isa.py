@@ -1,0 +1,941 @@
+"""The dlproc instruction set: the one definition of the 256-bit instruction encoding.
+
+Everything that produces or consumes instructions uses this module: the gateware decoders (through
+the ``amaranth.lib.data`` layouts :data:`INSN_LAYOUT` and friends), the program builder, the
+compiler and the ISA-level simulator (through the dataclasses :class:`Load`, :class:`Store`,
+:class:`Conv`, :class:`Pool`, :class:`Mark`, :class:`Finish`, the optional blocks'
+:class:`Add`, :class:`Upsample`, :class:`LrnTab`, :class:`Lrn`, :class:`SmxTab` and
+:class:`Softmax`, the fc module's :class:`Fc`, and :func:`decode`), and
+``dlproc.flow.codegen``, which writes ``firmware/include/dlproc_isa.h`` and ``docs/isa.md`` from the
+same tables.
+
+Encoding
+--------
+An instruction is 256 bits, stored little endian (bit ``i`` is bit ``i % 8`` of byte ``i // 8``).
+Bits 0..7 are the common header: ``opcode`` (4 bits), then the dependency flags ``pop_prev``,
+``pop_next``, ``push_prev``, ``push_next``. The fields of each opcode follow from bit 8 upwards in
+the order the dataclass declares them; the remaining bits are reserved, written as zero and
+ignored by the hardware. Opcode 0 is deliberately illegal, so that fetching zeroed memory stops
+the processor with ``ILLEGAL_OPCODE`` instead of doing something.
+
+Field widths are *fixed* (not taken from a ProcessorConfig) so that one decoder, one C header and
+one compiled-program format serve every configuration. They are chosen large enough for any
+buildable configuration (SRAM word addresses have :data:`SRAM_ADDR_BITS` = 20 bits, i.e. up to 1 Mi
+words per buffer). Where the configuration matters -- the buffer depths, the bus width that DRAM
+addresses must be aligned to, the number of profile entries -- :meth:`Instruction.validate` checks
+an instruction against a :class:`HardwareParams`, and the hardware checks the same conditions at
+run time and stops with an :class:`ErrorCode` if they are violated.
+
+Dependency tokens (VTA semantics)
+---------------------------------
+``prev``/``next`` name the neighbouring unit in the pipeline load -> compute -> store. ``pop_*``
+waits until the neighbour has given a token and consumes it before the instruction executes;
+``push_*`` gives the neighbour one token after the instruction has completed. The load unit has
+no ``prev`` and the store unit no ``next``: those flags are illegal there (``ILLEGAL_FIELD``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Iterable
+
+from amaranth.hdl import signed, unsigned
+from amaranth.lib import data
+
+from dlproc.errors import ConfigError, DlprocError
+from dlproc.hardware.numerics import LRN_MAX_SIZE, LRN_TABLE_SIZE, MAX_SHIFT, MULT_BITS, SOFTMAX_MAX_CHANNELS
+
+INSN_BITS = 256
+INSN_BYTES = INSN_BITS // 8
+OPCODE_BITS = 4
+HEADER_BITS = 8
+SRAM_ADDR_BITS = 20  #: width of every SRAM word-address field
+DRAM_ADDR_BITS = 32  #: byte addresses on the memory master
+ISA_VERSION = 1  #: bumped whenever the encoding changes; readable in the VERSION register
+
+
+class InstructionError(DlprocError, ValueError):
+    """An instruction field out of range, an unknown opcode, or a malformed instruction stream."""
+
+
+class Opcode(enum.IntEnum):
+    """Instruction opcodes (4 bits). Values not listed here are illegal."""
+
+    LOAD = 1
+    STORE = 2
+    CONV = 3
+    POOL = 4
+    MARK = 5
+    FINISH = 6
+    ADD = 7  #: element-wise add of two INP tensors (adder module)
+    UPSAMPLE = 8  #: nearest-neighbour upsample INP -> OUT (segmentation block)
+    LRNTAB = 9  #: copy PRM words into the LRN multiplier table (LRN block)
+    LRN = 10  #: cross-channel local response normalization INP -> OUT (LRN block)
+    SMXTAB = 11  #: copy PRM words into the softmax exp table (softmax block)
+    # 12 stays illegal: existing tests and programs use it as "an opcode that does not exist".
+    SOFTMAX = 13  #: integer softmax over the channels of each pixel INP -> OUT (softmax block)
+    FC = 14  #: fully connected layer tile: x buffer . WGT stream -> OUT (fc module)
+
+
+class Buf(enum.IntEnum):
+    """Destination buffer of a LOAD."""
+
+    INP = 0
+    WGT = 1
+    PRM = 2
+
+
+class PoolMode(enum.IntEnum):
+    MAX = 0
+    AVG = 1
+
+
+class ErrorCode(enum.IntEnum):
+    """Codes in STATUS.ERROR_CODE. When one is set the processor has stopped and raised irq."""
+
+    NONE = 0
+    ILLEGAL_OPCODE = 1  #: fetched an opcode that is not in :class:`Opcode`
+    RAN_OFF_END = 2  #: fetched INSN_COUNT instructions without a FINISH
+    DMA_FETCH = 3  #: an instruction fetch outside [DMA_BASE, DMA_LIMIT) (nothing was read)
+    DMA_LOAD = 4  #: a LOAD burst outside the DMA window (that burst was not issued)
+    DMA_STORE = 5  #: a STORE burst outside the DMA window (that burst was not issued)
+    SRAM_RANGE = 6  #: an instruction addressed an on-chip buffer word beyond its depth
+    DEADLOCK = 7  #: every unit with work is waiting for a token that nobody can give
+    ABORTED = 8  #: CTRL.ABORT was written while the processor was busy
+    ILLEGAL_FIELD = 9  #: zero size, bad buffer, misaligned DRAM address, dependency flag not allowed...
+    TOKEN_OVERFLOW = 10  #: a token counter would exceed its capacity (unbalanced push/pop)
+    COMPUTE = 11  #: the compute unit reported an error it has no more specific code for
+    BLOCK_ABSENT = 12  #: a legal opcode whose optional block this processor was generated without
+    WRITE_RESPONSE = 13  #: a STORE burst got a SLVERR/DECODEERROR write response (ERR_ADDR: its address; 2 ports)
+
+
+# --------------------------------------------------------------------------------------------
+# Hardware parameters that instructions are validated against
+
+#: Opcodes executed by an optional block: (HardwareParams flag, module, property that turns it on).
+OPTIONAL_BLOCKS: dict[Opcode, tuple[str, str, str]] = {
+    Opcode.ADD: ("adder", "adder", "ModuleGeneration"),
+    Opcode.UPSAMPLE: ("upsample", "conv", "SegmentationBlockGeneration"),
+    Opcode.LRNTAB: ("lrn", "conv", "LRNBlockGeneration"),
+    Opcode.LRN: ("lrn", "conv", "LRNBlockGeneration"),
+    Opcode.SMXTAB: ("softmax", "fc", "SoftmaxBlockGeneration"),
+    Opcode.SOFTMAX: ("softmax", "fc", "SoftmaxBlockGeneration"),
+    Opcode.FC: ("fc", "fc", "ModuleGeneration"),
+}
+
+
+def block_switches(config: Any) -> dict[str, bool]:
+    """The optional-block flags of :class:`HardwareParams` from a ProcessorConfig's switches."""
+    flags = {}
+    for flag, module, prop in OPTIONAL_BLOCKS.values():
+        on = bool(config.module_enabled(module))
+        if prop != "ModuleGeneration":
+            on = on and bool(config.get_module_property(module, prop))
+        flags[flag] = on
+    return flags
+
+
+def fc_sizes(config: Any) -> dict[str, int]:
+    """The FC engine's sizes in :class:`HardwareParams` from the fc module's properties.
+
+    F = FCThreadNumber, limited to C*C (the engine reads one WGT word of C*C bytes per cycle at
+    most, so more lanes could never be fed); the x buffer holds fc.InputMemorySize elements
+    rounded up to whole F-byte rows; fc.OutputMemorySize bounds the outputs of one FC instruction.
+    """
+    c = int(config.conv_c)
+    lanes = min(int(config.get_module_property("fc", "FCThreadNumber")), c * c)
+    lanes = 1 << (lanes.bit_length() - 1)  # C*C need not be a power of two
+    n_in = int(config.get_module_property("fc", "InputMemorySize"))
+    return {"fc_lanes": lanes, "fc_in_depth": -(-n_in // lanes) * lanes,
+            "fc_out_max": min(65535, int(config.get_module_property("fc", "OutputMemorySize")))}
+
+
+@dataclass(frozen=True)
+class HardwareParams:
+    """The sizes of one generated processor that the ISA and the gateware depend on.
+
+    Build it with :meth:`from_config`; every gateware block takes one. ``c`` is the number of
+    lanes (C = sqrt(ConvThreadNumber)); ``mem_data_width`` is the memory master's data width in
+    bits; the ``*_depth`` fields are buffer depths in words (see ``docs/architecture.md`` for how
+    they follow from the configuration's memory sizes).
+    """
+
+    c: int
+    mem_data_width: int
+    inp_depth: int
+    wgt_depth: int
+    prm_depth: int
+    out_depth: int
+    max_burst: int = 16  #: longest Avalon burst in beats (a power of two)
+    queue_depth: int = 4  #: instruction-queue entries per unit
+    profile_depth: int = 64  #: profile buffer entries (MARK index range)
+    token_bits: int = 8  #: width of each dependency-token counter
+    read_credits: int = 64  #: beats of read data the load unit can buffer (>= 2 bursts)
+    config_hash64: int = 0
+    #: Optional blocks (see ``docs/architecture.md``). A block that is off is not generated at all;
+    #: its opcode then stops the processor with ``BLOCK_ABSENT``. Constructed directly, the
+    #: parameters describe the core processor (no optional block); :meth:`from_config` takes the
+    #: switches from the configuration.
+    adder: bool = False  #: ADD (adder/custom ModuleGeneration)
+    upsample: bool = False  #: UPSAMPLE (conv SegmentationBlockGeneration)
+    lrn: bool = False  #: LRNTAB and LRN (conv LRNBlockGeneration)
+    softmax: bool = False  #: SMXTAB and SOFTMAX (fc SoftmaxBlockGeneration)
+    fc: bool = False  #: FC (fc ModuleGeneration): the FC engine
+    #: FC engine sizes (used only when ``fc``): MAC lanes F (FCThreadNumber, at most C*C because
+    #: the engine takes its F weight bytes per cycle from one WGT word), x-buffer elements
+    #: (fc.InputMemorySize rounded up to F) and outputs per FC instruction (fc.OutputMemorySize).
+    fc_lanes: int = 4
+    fc_in_depth: int = 128
+    fc_out_max: int = 128
+    #: Avalon-MM memory masters (top.MemoryPorts): 1 shared by fetch, load and store; 2 a
+    #: read-only one (fetch, load) and a write-only one (store).
+    mem_ports: int = 1
+
+    def __post_init__(self) -> None:
+        if self.c < 1:
+            raise InstructionError(f"lane count C must be >= 1, got {self.c}")
+        if self.mem_data_width < 8 or self.mem_data_width & (self.mem_data_width - 1):
+            raise InstructionError(
+                f"memory data width must be a power of two >= 8 bits, got {self.mem_data_width}"
+            )
+        if self.max_burst < 1 or self.max_burst & (self.max_burst - 1):
+            raise InstructionError(f"max_burst must be a power of two >= 1, got {self.max_burst}")
+        for name in ("inp_depth", "wgt_depth", "prm_depth", "out_depth"):
+            depth = getattr(self, name)
+            if not 1 <= depth <= 2**SRAM_ADDR_BITS:
+                raise InstructionError(
+                    f"{name} = {depth} words is outside the encodable range 1..{2**SRAM_ADDR_BITS}"
+                )
+        if self.fc and (self.fc_lanes < 1 or self.fc_lanes & (self.fc_lanes - 1) or self.fc_lanes > self.c * self.c):
+            raise InstructionError(
+                f"fc_lanes = {self.fc_lanes} must be a power of two in 1..C*C = {self.c * self.c}")
+        if self.fc and (self.fc_in_depth < 1 or self.fc_in_depth % self.fc_lanes):
+            raise InstructionError(
+                f"fc_in_depth = {self.fc_in_depth} must be a positive multiple of fc_lanes = {self.fc_lanes}")
+        if not 1 <= self.fc_out_max <= 65535:
+            raise InstructionError(f"fc_out_max = {self.fc_out_max} is outside 1..65535")
+        if self.mem_ports not in (1, 2):
+            raise InstructionError(f"mem_ports = {self.mem_ports} must be 1 or 2")
+        if self.read_credits < 2 * self.max_burst:
+            raise InstructionError(
+                f"read_credits ({self.read_credits}) must hold two bursts of {self.max_burst} beats"
+            )
+
+    @classmethod
+    def from_config(cls, config: Any) -> "HardwareParams":
+        """Derive the parameters from a :class:`dlproc.config.ProcessorConfig`.
+
+        The buffer depths are ``config.buffer_shapes()`` (both halves of each double-buffered
+        memory: INP/OUT from Input/OutputMemorySize, WGT from WeightMemorySize, PRM from
+        ParameterMemorySize, each rounded up to whole words).
+        """
+        shapes = config.buffer_shapes()
+        try:
+            return cls(
+                c=int(config.conv_c),
+                mem_data_width=int(config.memory_data_width),
+                inp_depth=shapes["INP"].depth,
+                wgt_depth=shapes["WGT"].depth,
+                prm_depth=shapes["PRM"].depth,
+                out_depth=shapes["OUT"].depth,
+                config_hash64=int(config.hash64),
+                mem_ports=int(getattr(config, "memory_ports", 1)),
+                **block_switches(config),
+                **fc_sizes(config),
+            )
+        except InstructionError as exc:
+            raise ConfigError(f"the gateware cannot be built for this configuration: {exc}") from None
+
+    def has_block(self, opcode: "Opcode") -> bool:
+        """Whether this processor executes ``opcode`` (False only for an absent optional block)."""
+        flag = OPTIONAL_BLOCKS.get(Opcode(opcode))
+        return True if flag is None else bool(getattr(self, flag[0]))
+
+    @property
+    def bytes_per_beat(self) -> int:
+        """B: bytes per memory-bus beat."""
+        return self.mem_data_width // 8
+
+    def elem_bytes(self, buf: str) -> int:
+        """Bytes of one word of buffer ``buf`` ("INP", "WGT", "PRM" or "OUT")."""
+        return {"INP": self.c, "WGT": self.c * self.c, "PRM": 9 * self.c, "OUT": self.c}[buf]
+
+    def elem_beats(self, buf: str) -> int:
+        """Bus beats that one element of ``buf`` occupies in DRAM (ceil(elem_bytes / B))."""
+        return -(-self.elem_bytes(buf) // self.bytes_per_beat)
+
+    def pitch(self, buf: str) -> int:
+        """DRAM bytes per element of ``buf``: every element starts on a bus beat."""
+        return self.elem_beats(buf) * self.bytes_per_beat
+
+    def depth(self, buf: str) -> int:
+        return {
+            "INP": self.inp_depth,
+            "WGT": self.wgt_depth,
+            "PRM": self.prm_depth,
+            "OUT": self.out_depth,
+        }[buf]
+
+
+# --------------------------------------------------------------------------------------------
+# Field descriptions
+
+
+def _f(bits: int, lo: int | None = None, hi: int | None = None, *, signed_: bool = False,
+       doc: str = "", default: int = 0) -> Any:
+    """A dataclass field carrying its encoding: width, signedness and allowed range."""
+    if lo is None:
+        lo = -(1 << (bits - 1)) if signed_ else 0
+    if hi is None:
+        hi = (1 << (bits - 1)) - 1 if signed_ else (1 << bits) - 1
+    return field(
+        default=default,
+        metadata={"bits": bits, "signed": signed_, "range": (lo, hi), "doc": doc},
+    )
+
+
+def _flag(doc: str) -> Any:
+    return field(default=False, metadata={"bits": 1, "signed": False, "range": (0, 1), "doc": doc})
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """Where one field lives in the 256-bit word (derived from the dataclass metadata)."""
+
+    name: str
+    offset: int
+    bits: int
+    signed: bool
+    lo: int
+    hi: int
+    doc: str
+
+    @property
+    def shape(self):
+        return signed(self.bits) if self.signed else unsigned(self.bits)
+
+
+_S = SRAM_ADDR_BITS
+_SIZE = "1..65535"
+
+
+@dataclass(kw_only=True)
+class Instruction:
+    """Base of all instructions: the dependency flags of the common header.
+
+    Subclasses set ``OPCODE`` and declare their fields with encoding metadata; the field order is
+    the bit order.
+    """
+
+    OPCODE: ClassVar[Opcode]
+    UNIT: ClassVar[str]
+
+    pop_prev: bool = _flag("wait for and consume a token from the previous unit")
+    pop_next: bool = _flag("wait for and consume a token from the next unit")
+    push_prev: bool = _flag("give the previous unit a token when done")
+    push_next: bool = _flag("give the next unit a token when done")
+
+    # -- layout ------------------------------------------------------------------------------
+    @classmethod
+    def field_specs(cls) -> list[FieldSpec]:
+        """Opcode-specific fields (header excluded) with their bit offsets."""
+        specs = []
+        offset = HEADER_BITS
+        for f in dataclasses.fields(cls):
+            if f.name in _HEADER_FLAGS:
+                continue
+            meta = f.metadata
+            lo, hi = meta["range"]
+            specs.append(FieldSpec(f.name, offset, meta["bits"], meta["signed"], lo, hi, meta["doc"]))
+            offset += meta["bits"]
+        if offset > INSN_BITS:
+            raise AssertionError(f"{cls.__name__} needs {offset} bits, more than {INSN_BITS}")
+        return specs
+
+    @classmethod
+    def layout(cls) -> data.FlexibleLayout:
+        """The ``amaranth.lib.data`` layout of this opcode's view of the 256-bit word."""
+        fields = {"header": data.Field(HEADER_LAYOUT, 0)}
+        for spec in cls.field_specs():
+            fields[spec.name] = data.Field(spec.shape, spec.offset)
+        return data.FlexibleLayout(INSN_BITS, fields)
+
+    # -- checks ------------------------------------------------------------------------------
+    def check_fields(self) -> None:
+        """Raise :class:`InstructionError` naming the first field outside its allowed range."""
+        name = type(self).__name__.upper()
+        for flag in _HEADER_FLAGS:
+            value = getattr(self, flag)
+            if not isinstance(value, (bool, int)) or int(value) not in (0, 1):
+                raise InstructionError(f"{name}.{flag} = {value!r}: allowed values are 0/1 or bool")
+            if int(value) and flag in self.FORBIDDEN_FLAGS:
+                raise InstructionError(
+                    f"{name}.{flag} is set, but the {self.UNIT} unit has no such neighbour; "
+                    f"allowed flags: {', '.join(f for f in _HEADER_FLAGS if f not in self.FORBIDDEN_FLAGS)}"
+                )
+        for spec in self.field_specs():
+            value = getattr(self, spec.name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                try:
+                    value = int(value)
+                except (TypeError, ValueError):
+                    raise InstructionError(
+                        f"{name}.{spec.name} = {value!r} is not an integer"
+                    ) from None
+            if not spec.lo <= value <= spec.hi:
+                raise InstructionError(
+                    f"{name}.{spec.name} = {value} is out of range; allowed {spec.lo}..{spec.hi}"
+                )
+        self._check_cross_fields()
+
+    FORBIDDEN_FLAGS: ClassVar[tuple[str, ...]] = ()
+
+    def _check_cross_fields(self) -> None:
+        pass
+
+    def validate(self, hw: HardwareParams) -> None:
+        """Check the fields and everything that depends on the configuration ``hw``.
+
+        These are exactly the conditions the hardware checks at run time (so a program that
+        validates never stops with ``SRAM_RANGE`` or ``ILLEGAL_FIELD``).
+        """
+        self.check_fields()
+        self._check_hw(hw)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        pass
+
+    def _check_sram(self, hw: HardwareParams, buf: str, what: str, base: int, words: int) -> None:
+        depth = hw.depth(buf)
+        if base + words > depth:
+            raise InstructionError(
+                f"{type(self).__name__.upper()}.{what}: words {base}..{base + words - 1} exceed the "
+                f"{buf} buffer (depth {depth} words, allowed 0..{depth - 1})"
+            )
+
+    # -- encoding ----------------------------------------------------------------------------
+    def encode(self) -> bytes:
+        """The 32-byte little-endian encoding (fields are range-checked first)."""
+        self.check_fields()
+        word = int(self.OPCODE)
+        for bit, flag in enumerate(_HEADER_FLAGS):
+            word |= int(getattr(self, flag)) << (OPCODE_BITS + bit)
+        for spec in self.field_specs():
+            value = int(getattr(self, spec.name)) & ((1 << spec.bits) - 1)
+            word |= value << spec.offset
+        return word.to_bytes(INSN_BYTES, "little")
+
+    @classmethod
+    def _from_word(cls, word: int) -> "Instruction":
+        kwargs: dict[str, Any] = {}
+        for bit, flag in enumerate(_HEADER_FLAGS):
+            kwargs[flag] = bool((word >> (OPCODE_BITS + bit)) & 1)
+        for spec in cls.field_specs():
+            value = (word >> spec.offset) & ((1 << spec.bits) - 1)
+            if spec.signed and value >> (spec.bits - 1):
+                value -= 1 << spec.bits
+            kwargs[spec.name] = value
+        return cls(**kwargs)
+
+
+_HEADER_FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
+
+HEADER_LAYOUT = data.StructLayout(
+    {
+        "opcode": unsigned(OPCODE_BITS),
+        "pop_prev": unsigned(1),
+        "pop_next": unsigned(1),
+        "push_prev": unsigned(1),
+        "push_next": unsigned(1),
+    }
+)
+
+
+@dataclass(kw_only=True)
+class Load(Instruction):
+    """Strided 3-D read from DRAM into INP, WGT or PRM with padding inserted on the fly.
+
+    Element (z, y, x) is read from ``dram_addr + (z*z_stride + y*y_stride + x) * pitch`` and
+    written to word ``sram_base + (z*Hp + y + pad_top)*Wp + x + pad_left`` with
+    ``Hp = y_size + pad_top + pad_bottom`` and ``Wp = x_size + pad_left + pad_right``; the
+    padding words of that dense Hp x Wp block per plane get ``pad_value`` in every byte.
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.LOAD
+    UNIT: ClassVar[str] = "load"
+    FORBIDDEN_FLAGS: ClassVar[tuple[str, ...]] = ("pop_prev", "push_prev")
+
+    buf: int = _f(2, 0, 2, doc="destination buffer: 0 INP, 1 WGT, 2 PRM")
+    sram_base: int = _f(_S, doc="first destination word")
+    dram_addr: int = _f(DRAM_ADDR_BITS, doc="byte address of element (0,0,0); a multiple of B")
+    x_size: int = _f(16, 1, doc="elements per row (" + _SIZE + ")", default=1)
+    y_size: int = _f(16, 1, doc="rows per plane", default=1)
+    z_size: int = _f(16, 1, doc="planes", default=1)
+    y_stride: int = _f(32, doc="elements between row starts in DRAM")
+    z_stride: int = _f(32, doc="elements between plane starts in DRAM")
+    pad_top: int = _f(4, doc="padding rows above")
+    pad_bottom: int = _f(4, doc="padding rows below")
+    pad_left: int = _f(4, doc="padding columns left")
+    pad_right: int = _f(4, doc="padding columns right")
+    pad_value: int = _f(8, signed_=True, doc="int8 written into every byte of a padding word")
+
+    @property
+    def buf_name(self) -> str:
+        return Buf(self.buf).name
+
+    @property
+    def padded_words(self) -> int:
+        hp = self.y_size + self.pad_top + self.pad_bottom
+        wp = self.x_size + self.pad_left + self.pad_right
+        return self.z_size * hp * wp
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        if self.dram_addr % hw.bytes_per_beat:
+            raise InstructionError(
+                f"LOAD.dram_addr = {self.dram_addr:#x} is not a multiple of the bus width "
+                f"({hw.bytes_per_beat} bytes)"
+            )
+        self._check_sram(hw, self.buf_name, "sram_base", self.sram_base, self.padded_words)
+
+
+@dataclass(kw_only=True)
+class Store(Instruction):
+    """Strided 3-D write of densely stored OUT words to DRAM (C valid bytes per element)."""
+
+    OPCODE: ClassVar[Opcode] = Opcode.STORE
+    UNIT: ClassVar[str] = "store"
+    FORBIDDEN_FLAGS: ClassVar[tuple[str, ...]] = ("pop_next", "push_next")
+
+    sram_base: int = _f(_S, doc="first OUT word")
+    dram_addr: int = _f(DRAM_ADDR_BITS, doc="byte address of element (0,0,0); a multiple of B")
+    x_size: int = _f(16, 1, doc="elements per row", default=1)
+    y_size: int = _f(16, 1, doc="rows per plane", default=1)
+    z_size: int = _f(16, 1, doc="planes", default=1)
+    y_stride: int = _f(32, doc="elements between row starts in DRAM")
+    z_stride: int = _f(32, doc="elements between plane starts in DRAM")
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        if self.dram_addr % hw.bytes_per_beat:
+            raise InstructionError(
+                f"STORE.dram_addr = {self.dram_addr:#x} is not a multiple of the bus width "
+                f"({hw.bytes_per_beat} bytes)"
+            )
+        words = self.x_size * self.y_size * self.z_size
+        self._check_sram(hw, "OUT", "sram_base", self.sram_base, words)
+
+
+def _check_act(insn: Instruction) -> None:
+    if insn.act_min > insn.act_max:  # type: ignore[attr-defined]
+        raise InstructionError(
+            f"{type(insn).__name__.upper()}.act_min = {insn.act_min} > act_max = {insn.act_max}; "  # type: ignore[attr-defined]
+            "allowed act_min <= act_max"
+        )
+
+
+@dataclass(kw_only=True)
+class Conv(Instruction):
+    """One output-channel block of a convolution (see "Semantics" in ``docs/isa.md``)."""
+
+    OPCODE: ClassVar[Opcode] = Opcode.CONV
+    UNIT: ClassVar[str] = "compute"
+
+    inp_base: int = _f(_S, doc="INP word of input pixel (0,0) of channel block 0")
+    wgt_base: int = _f(_S, doc="first WGT word")
+    prm_base: int = _f(_S, doc="PRM word with the C lanes' bias/M/M_neg/S")
+    out_base: int = _f(_S, doc="OUT word of output pixel (0,0)")
+    in_w: int = _f(16, 1, doc="INP words per input row", default=1)
+    in_plane: int = _f(_S, doc="INP words per input channel block")
+    out_h: int = _f(16, 1, doc="output rows", default=1)
+    out_w: int = _f(16, 1, doc="output columns", default=1)
+    kh: int = _f(5, 1, doc="kernel rows 1..31", default=1)
+    kw: int = _f(5, 1, doc="kernel columns 1..31", default=1)
+    stride_y: int = _f(3, 1, doc="1..7", default=1)
+    stride_x: int = _f(3, 1, doc="1..7", default=1)
+    dil_y: int = _f(3, 1, doc="1..7", default=1)
+    dil_x: int = _f(3, 1, doc="1..7", default=1)
+    cin_blocks: int = _f(16, 1, doc="input channel blocks accumulated", default=1)
+    zp_out: int = _f(8, signed_=True, doc="output zero point")
+    act_min: int = _f(8, signed_=True, doc="lower clamp (ReLU: zp_out)", default=-128)
+    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
+
+    def _check_cross_fields(self) -> None:
+        _check_act(self)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        last_row = (self.out_h - 1) * self.stride_y + (self.kh - 1) * self.dil_y
+        last_col = (self.out_w - 1) * self.stride_x + (self.kw - 1) * self.dil_x
+        last_inp = (
+            self.inp_base + (self.cin_blocks - 1) * self.in_plane + last_row * self.in_w + last_col
+        )
+        self._check_sram(hw, "INP", "inp_base", self.inp_base, last_inp - self.inp_base + 1)
+        self._check_sram(hw, "WGT", "wgt_base", self.wgt_base, self.cin_blocks * self.kh * self.kw)
+        self._check_sram(hw, "PRM", "prm_base", self.prm_base, 1)
+        self._check_sram(hw, "OUT", "out_base", self.out_base, self.out_h * self.out_w)
+
+
+@dataclass(kw_only=True)
+class Pool(Instruction):
+    """Max or average pooling of ``z_size`` channel-block planes (see "Semantics" in ``docs/isa.md``)."""
+
+    OPCODE: ClassVar[Opcode] = Opcode.POOL
+    UNIT: ClassVar[str] = "compute"
+
+    inp_base: int = _f(_S, doc="INP word of pixel (0,0) of plane 0")
+    out_base: int = _f(_S, doc="OUT word of pixel (0,0) of plane 0")
+    prm_base: int = _f(_S, doc="PRM word of plane 0 (AVG only)")
+    in_w: int = _f(16, 1, doc="INP words per input row", default=1)
+    in_plane: int = _f(_S, doc="INP words per plane")
+    out_h: int = _f(16, 1, doc="output rows", default=1)
+    out_w: int = _f(16, 1, doc="output columns", default=1)
+    kh: int = _f(5, 1, doc="window rows 1..31", default=1)
+    kw: int = _f(5, 1, doc="window columns 1..31", default=1)
+    stride_y: int = _f(3, 1, doc="1..7", default=1)
+    stride_x: int = _f(3, 1, doc="1..7", default=1)
+    z_size: int = _f(16, 1, doc="channel-block planes", default=1)
+    mode: int = _f(1, doc="0 MAX, 1 AVG")
+    zp_in: int = _f(8, signed_=True, doc="input zero point (AVG)")
+    zp_out: int = _f(8, signed_=True, doc="output zero point (AVG)")
+    act_min: int = _f(8, signed_=True, doc="lower clamp", default=-128)
+    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
+
+    def _check_cross_fields(self) -> None:
+        _check_act(self)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        last_row = (self.out_h - 1) * self.stride_y + self.kh - 1
+        last_col = (self.out_w - 1) * self.stride_x + self.kw - 1
+        last_inp = self.inp_base + (self.z_size - 1) * self.in_plane + last_row * self.in_w + last_col
+        self._check_sram(hw, "INP", "inp_base", self.inp_base, last_inp - self.inp_base + 1)
+        self._check_sram(hw, "OUT", "out_base", self.out_base, self.z_size * self.out_h * self.out_w)
+        if self.mode == PoolMode.AVG:
+            self._check_sram(hw, "PRM", "prm_base", self.prm_base, self.z_size)
+
+
+@dataclass(kw_only=True)
+class Add(Instruction):
+    """Element-wise add of two densely stored INP tensors of ``count`` words (adder module).
+
+    For every word i < count and lane l::
+
+        acc = (INP[inp_a + i][l] - za) * ma + (INP[inp_b + i][l] - zb) * mb        (exact, 25 bits)
+        OUT[out_base + i][l] = clamp(((acc + 2**(shift-1)) >> shift) + zp_out, act_min, act_max)
+
+    which is ``requantize(acc, 1, shift, zp_out, act_min, act_max)`` (``dlproc.targets.golden.ops.add``).
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.ADD
+    UNIT: ClassVar[str] = "compute"
+
+    inp_a: int = _f(_S, doc="INP word of element 0 of operand a")
+    inp_b: int = _f(_S, doc="INP word of element 0 of operand b")
+    out_base: int = _f(_S, doc="OUT word of element 0 of the result")
+    count: int = _f(_S + 1, 1, doc="words (pixels x channel blocks) added", default=1)
+    za: int = _f(8, signed_=True, doc="zero point of a")
+    zb: int = _f(8, signed_=True, doc="zero point of b")
+    ma: int = _f(MULT_BITS, doc="multiplier of a (< 2**15)")
+    mb: int = _f(MULT_BITS, doc="multiplier of b (< 2**15)")
+    shift: int = _f(6, 0, MAX_SHIFT, doc=f"common right shift 0..{MAX_SHIFT}")
+    zp_out: int = _f(8, signed_=True, doc="output zero point")
+    act_min: int = _f(8, signed_=True, doc="lower clamp (ReLU: zp_out)", default=-128)
+    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
+
+    def _check_cross_fields(self) -> None:
+        _check_act(self)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        self._check_sram(hw, "INP", "inp_a", self.inp_a, self.count)
+        self._check_sram(hw, "INP", "inp_b", self.inp_b, self.count)
+        self._check_sram(hw, "OUT", "out_base", self.out_base, self.count)
+
+
+@dataclass(kw_only=True)
+class Upsample(Instruction):
+    """Nearest-neighbour upsample of ``z_size`` INP planes into dense OUT planes (segmentation block).
+
+    For z < z_size, oy < out_h, ox < out_w::
+
+        OUT[out_base + (z*out_h + oy)*out_w + ox] =
+            INP[inp_base + z*in_plane + (oy // scale_y)*in_w + ox // scale_x]
+
+    (``dlproc.targets.golden.ops.upsample_nearest`` for a tile whose origin is a multiple of the scale).
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.UPSAMPLE
+    UNIT: ClassVar[str] = "compute"
+
+    inp_base: int = _f(_S, doc="INP word of input pixel (0,0) of plane 0")
+    out_base: int = _f(_S, doc="OUT word of output pixel (0,0) of plane 0")
+    in_w: int = _f(16, 1, doc="INP words per input row", default=1)
+    in_plane: int = _f(_S, doc="INP words per input plane")
+    out_h: int = _f(16, 1, doc="output rows", default=1)
+    out_w: int = _f(16, 1, doc="output columns", default=1)
+    scale_y: int = _f(4, 1, doc="row repeat 1..15", default=1)
+    scale_x: int = _f(4, 1, doc="column repeat 1..15", default=1)
+    z_size: int = _f(16, 1, doc="planes", default=1)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        last = (self.inp_base + (self.z_size - 1) * self.in_plane
+                + ((self.out_h - 1) // self.scale_y) * self.in_w + (self.out_w - 1) // self.scale_x)
+        self._check_sram(hw, "INP", "inp_base", self.inp_base, last - self.inp_base + 1)
+        self._check_sram(hw, "OUT", "out_base", self.out_base, self.z_size * self.out_h * self.out_w)
+
+
+@dataclass(kw_only=True)
+class LrnTab(Instruction):
+    """Load ``count`` PRM words into the LRN block's multiplier table (LRN block).
+
+    Lane l of PRM word ``prm_base + w`` becomes table entry ``tab_base + w*C + l``: its M and S
+    (bias and M_neg are ignored). The table has ``numerics.LRN_TABLE_SIZE`` entries and keeps its
+    contents until it is overwritten (it is per-layer data, loaded before the layer's LRNs).
+    Lanes of the last word that fall beyond the table are ignored (1792 is not a multiple of
+    every C), so only the first entry of every word must lie inside the table.
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.LRNTAB
+    UNIT: ClassVar[str] = "compute"
+
+    prm_base: int = _f(_S, doc="first PRM word")
+    tab_base: int = _f(11, 0, LRN_TABLE_SIZE - 1, doc=f"first table entry 0..{LRN_TABLE_SIZE - 1}")
+    count: int = _f(16, 1, doc="PRM words copied", default=1)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        self._check_sram(hw, "PRM", "prm_base", self.prm_base, self.count)
+        if self.tab_base + (self.count - 1) * hw.c >= LRN_TABLE_SIZE:
+            raise InstructionError(
+                f"LRNTAB: word {self.count - 1} starts at entry {self.tab_base + (self.count - 1) * hw.c}, beyond "
+                f"the LRN table (allowed 0..{LRN_TABLE_SIZE - 1})")
+
+
+@dataclass(kw_only=True)
+class Lrn(Instruction):
+    """Cross-channel LRN of ``n_pix`` pixels x ``cin_blocks`` channel blocks (LRN block).
+
+    With ``d[c] = INP[inp_base + (c // C)*in_plane + p][c % C] - zp_in`` for channel c of pixel p,
+    squares of channels ``c >= channels`` counted as 0, ``q[c] = sum of d[i]**2`` over ONNX's window
+    ``i in [c - (size-1)//2, c + size//2]`` (clipped to the channel blocks of the pixel) and
+    ``i = numerics.lrn_index(q[c])``::
+
+        OUT[out_base + (c // C)*n_pix + p][c % C] = requantize(d[c], M[i], S[i], zp_out, act_min, act_max)
+
+    with (M, S) the LRN table entry i (``dlproc.targets.golden.ops.lrn``).
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.LRN
+    UNIT: ClassVar[str] = "compute"
+
+    inp_base: int = _f(_S, doc="INP word of pixel 0 of channel block 0")
+    out_base: int = _f(_S, doc="OUT word of pixel 0 of channel block 0")
+    in_plane: int = _f(_S, doc="INP words per channel block")
+    n_pix: int = _f(_S, 1, doc="pixels (dense in INP and OUT)", default=1)
+    cin_blocks: int = _f(16, 1, doc="channel blocks of every pixel", default=1)
+    channels: int = _f(16, doc="valid channels (squares of channels >= channels count as 0)")
+    size: int = _f(5, 1, LRN_MAX_SIZE, doc=f"window 1..{LRN_MAX_SIZE} channels", default=1)
+    zp_in: int = _f(8, signed_=True, doc="input zero point")
+    zp_out: int = _f(8, signed_=True, doc="output zero point")
+    act_min: int = _f(8, signed_=True, doc="lower clamp", default=-128)
+    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
+
+    def _check_cross_fields(self) -> None:
+        _check_act(self)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        last = self.inp_base + (self.cin_blocks - 1) * self.in_plane + self.n_pix - 1
+        self._check_sram(hw, "INP", "inp_base", self.inp_base, last - self.inp_base + 1)
+        self._check_sram(hw, "OUT", "out_base", self.out_base, self.cin_blocks * self.n_pix)
+
+
+SOFTMAX_TABLE_SIZE = 256  #: exp table entries, t = max - x = 0..255
+
+
+@dataclass(kw_only=True)
+class SmxTab(Instruction):
+    """Load ``count`` PRM words into the softmax block's exp table (softmax block).
+
+    The bias field of lane l of PRM word ``prm_base + w`` becomes entry ``tab_base + w*C + l`` (it
+    must be in 0..2**20, ``numerics.SOFTMAX_EXP_BITS``); lanes beyond entry 255 are ignored.
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.SMXTAB
+    UNIT: ClassVar[str] = "compute"
+
+    prm_base: int = _f(_S, doc="first PRM word")
+    tab_base: int = _f(8, doc="first table entry 0..255")
+    count: int = _f(16, 1, doc="PRM words copied", default=1)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        self._check_sram(hw, "PRM", "prm_base", self.prm_base, self.count)
+        if self.tab_base + (self.count - 1) * hw.c >= SOFTMAX_TABLE_SIZE:
+            raise InstructionError(
+                f"SMXTAB: word {self.count - 1} starts at entry {self.tab_base + (self.count - 1) * hw.c}, beyond "
+                f"the exp table (allowed 0..{SOFTMAX_TABLE_SIZE - 1})")
+
+
+@dataclass(kw_only=True)
+class Softmax(Instruction):
+    """Integer softmax over the ``channels`` channels of each of ``n_pix`` pixels (softmax block).
+
+    With ``x[c] = INP[inp_base + (c // C)*in_plane + p][c % C]`` for c < channels: ``m = max x``,
+    ``e[c] = EXP[m - x[c]]``, ``R = floor(2**52 / sum e)`` and
+    ``OUT[out_base + (c // C)*n_pix + p][c % C] = clamp(((e[c]*R + 2**43) >> 44) - 128, -128, 127)``
+    (``dlproc.targets.golden.ops.softmax_int8``); lanes of channels >= ``channels`` get -128.
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.SOFTMAX
+    UNIT: ClassVar[str] = "compute"
+
+    inp_base: int = _f(_S, doc="INP word of pixel 0 of channel block 0")
+    out_base: int = _f(_S, doc="OUT word of pixel 0 of channel block 0")
+    in_plane: int = _f(_S, doc="INP words per channel block")
+    n_pix: int = _f(_S, 1, doc="pixels (dense in INP and OUT)", default=1)
+    cin_blocks: int = _f(16, 1, doc="channel blocks of every pixel", default=1)
+    channels: int = _f(12, 1, SOFTMAX_MAX_CHANNELS, doc=f"channels 1..{SOFTMAX_MAX_CHANNELS}", default=1)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        last = self.inp_base + (self.cin_blocks - 1) * self.in_plane + self.n_pix - 1
+        self._check_sram(hw, "INP", "inp_base", self.inp_base, last - self.inp_base + 1)
+        self._check_sram(hw, "OUT", "out_base", self.out_base, self.cin_blocks * self.n_pix)
+
+
+@dataclass(kw_only=True)
+class Fc(Instruction):
+    """One tile of a fully connected layer: ``n_out`` outputs over ``n_in`` inputs (fc module).
+
+    With F = ``hw.fc_lanes``, K = C*C // F weight slices per WGT word and S = ceil(n_in / F)
+    slices per output:
+
+    * ``load_x``: first copy ``ceil(n_in / C)`` INP words into the x buffer,
+      ``X[k*C + l] = INP[inp_base + k][l]`` (elements beyond the x buffer are dropped); without it
+      the x buffer keeps what the previous FC loaded (the tiles of one layer share x).
+    * slice ``s`` (F int8 weights) is bytes ``(s % K)*F .. (s % K)*F + F-1`` of WGT word
+      ``wgt_base + s // K`` (byte ``co*C + ci`` of the ``[co][ci]`` word); output o uses slices
+      ``o*S .. o*S + S-1``; lane l of its slice j multiplies ``X[j*F + l]`` (only j*F + l < n_in)::
+
+          acc[o] = bias[o] + sum_{i < n_in} W(o, i) * X[i]            (int32, wrapping)
+
+      with ``bias``/M/M_neg/S of lane ``o % C`` of PRM word ``prm_base + o // C``;
+    * ``OUT[out_base + o // C][o % C] = requantize(acc[o], M, S, zp_out, act_min, act_max, M_neg)``;
+      lanes of the last OUT word beyond n_out get ``requantize(bias)`` of their lane.
+
+    ``dlproc.targets.golden.ops.fully_connected`` is the same computation on whole vectors.
+    """
+
+    OPCODE: ClassVar[Opcode] = Opcode.FC
+    UNIT: ClassVar[str] = "compute"
+
+    inp_base: int = _f(_S, doc="INP word of x element 0 (load_x)")
+    wgt_base: int = _f(_S, doc="WGT word of the first weight slice")
+    prm_base: int = _f(_S, doc="PRM word of outputs 0..C-1")
+    out_base: int = _f(_S, doc="OUT word of outputs 0..C-1")
+    n_in: int = _f(24, 1, doc="inputs (x elements) per output", default=1)
+    n_out: int = _f(16, 1, doc="outputs of this tile (<= fc.OutputMemorySize)", default=1)
+    load_x: int = _f(1, doc="1: copy x from INP into the x buffer first")
+    zp_out: int = _f(8, signed_=True, doc="output zero point")
+    act_min: int = _f(8, signed_=True, doc="lower clamp (ReLU: zp_out)", default=-128)
+    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
+
+    def _check_cross_fields(self) -> None:
+        _check_act(self)
+
+    def slices_per_output(self, hw: HardwareParams) -> int:
+        return -(-self.n_in // hw.fc_lanes)
+
+    def wgt_words(self, hw: HardwareParams) -> int:
+        """WGT words the tile's weight stream occupies."""
+        per_word = (hw.c * hw.c) // hw.fc_lanes
+        return -(-(self.n_out * self.slices_per_output(hw)) // per_word)
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        if self.n_out > hw.fc_out_max:
+            raise InstructionError(f"FC.n_out = {self.n_out} exceeds fc.OutputMemorySize (allowed 1..{hw.fc_out_max})")
+        if self.n_in > hw.fc_in_depth:
+            raise InstructionError(
+                f"FC.n_in = {self.n_in} exceeds the x buffer (fc.InputMemorySize, allowed 1..{hw.fc_in_depth})")
+        if self.load_x:
+            self._check_sram(hw, "INP", "inp_base", self.inp_base, -(-self.n_in // hw.c))
+        self._check_sram(hw, "WGT", "wgt_base", self.wgt_base, self.wgt_words(hw))
+        blocks = -(-self.n_out // hw.c)
+        self._check_sram(hw, "PRM", "prm_base", self.prm_base, blocks)
+        self._check_sram(hw, "OUT", "out_base", self.out_base, blocks)
+
+
+@dataclass(kw_only=True)
+class Mark(Instruction):
+    """Latch the cycle counter into profile entry ``index`` once all earlier stores completed."""
+
+    OPCODE: ClassVar[Opcode] = Opcode.MARK
+    UNIT: ClassVar[str] = "store"
+    FORBIDDEN_FLAGS: ClassVar[tuple[str, ...]] = ("pop_next", "push_next")
+
+    index: int = _f(16, doc="profile entry 0..profile_depth-1")
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        if self.index >= hw.profile_depth:
+            raise InstructionError(
+                f"MARK.index = {self.index} is out of range; allowed 0..{hw.profile_depth - 1}"
+            )
+
+
+@dataclass(kw_only=True)
+class Finish(Instruction):
+    """End of program: DONE is set when the compute unit reaches it and every unit is idle."""
+
+    OPCODE: ClassVar[Opcode] = Opcode.FINISH
+    UNIT: ClassVar[str] = "compute"
+
+
+INSTRUCTION_CLASSES: dict[Opcode, type[Instruction]] = {
+    cls.OPCODE: cls for cls in (Load, Store, Conv, Pool, Mark, Finish, Add, Upsample, LrnTab, Lrn, SmxTab, Softmax,
+                                      Fc)
+}
+
+#: Which unit's queue the fetch unit dispatches each opcode to.
+UNIT_OF_OPCODE: dict[Opcode, str] = {op: cls.UNIT for op, cls in INSTRUCTION_CLASSES.items()}
+
+#: The whole 256-bit instruction as seen by the gateware: ``insn.header.opcode``,
+#: ``insn.load.x_size``, ``insn.conv.kh``, ... (every member covers all 256 bits).
+INSN_LAYOUT = data.UnionLayout(
+    {"header": HEADER_LAYOUT, "raw": unsigned(INSN_BITS)}
+    | {op.name.lower(): cls.layout() for op, cls in INSTRUCTION_CLASSES.items()}
+)
+LOAD_LAYOUT = Load.layout()
+STORE_LAYOUT = Store.layout()
+CONV_LAYOUT = Conv.layout()
+POOL_LAYOUT = Pool.layout()
+MARK_LAYOUT = Mark.layout()
+FINISH_LAYOUT = Finish.layout()
+ADD_LAYOUT = Add.layout()
+UPSAMPLE_LAYOUT = Upsample.layout()
+LRNTAB_LAYOUT = LrnTab.layout()
+LRN_LAYOUT = Lrn.layout()
+SMXTAB_LAYOUT = SmxTab.layout()
+SOFTMAX_LAYOUT = Softmax.layout()
+FC_LAYOUT = Fc.layout()
+
+
+def decode(raw: bytes) -> Instruction:
+    """Decode one 32-byte instruction; an unknown opcode raises :class:`InstructionError`."""
+    if len(raw) != INSN_BYTES:
+        raise InstructionError(f"an instruction is {INSN_BYTES} bytes, got {len(raw)}")
+    word = int.from_bytes(raw, "little")
+    code = word & ((1 << OPCODE_BITS) - 1)
+    try:
+        cls = INSTRUCTION_CLASSES[Opcode(code)]
+    except ValueError:
+        allowed = ", ".join(f"{op.value} {op.name}" for op in Opcode)
+        raise InstructionError(f"opcode {code} is illegal; allowed: {allowed}") from None
+    return cls._from_word(word)
+
+
+def encode_program(insns: Iterable[Instruction]) -> bytes:
+    """Concatenate the encodings of ``insns`` (what INSN_BASE points to)."""
+    return b"".join(insn.encode() for insn in insns)
+
+
+def decode_program(raw: bytes) -> list[Instruction]:
+    if len(raw) % INSN_BYTES:
+        raise InstructionError(
+            f"a program is a multiple of {INSN_BYTES} bytes, got {len(raw)} bytes"
+        )
+    return [decode(raw[i : i + INSN_BYTES]) for i in range(0, len(raw), INSN_BYTES)]

@@ -1,0 +1,98 @@
+"""FC layers on the FC engine and softmax on the softmax block, compiled for a C = 4 configuration:
+on the ISA-level simulator (golden target) every tensor the host reads back equals
+``golden.run.run_int8`` bit for bit (the int8 softmax included); with fc.ModuleGeneration off the
+FC layer falls back to the conv module and the report says so; with the softmax block off the host
+computes softmax in float and the report says so."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlproc.hardware import isa
+from dlproc.targets.golden.run import run_int8
+from dlproc.ir import Activation
+from dlproc.quant import Quantizer
+
+from layerprog_cases import small_config
+from test_compiler_random import check_golden
+from test_quant_nets import NetBuilder, rand_b, rand_w
+
+
+def fc_config(fc: bool = True, softmax: bool = True, lanes: int = 8):
+    cfg = small_config(4)
+    cfg.set_module_property("fc", "ModuleGeneration", fc)
+    cfg.set_module_property("fc", "SoftmaxBlockGeneration", softmax)
+    cfg.set_module_property("fc", "FCThreadNumber", lanes)
+    cfg.set_module_property("fc", "InputMemorySize", 512)
+    return cfg
+
+
+def gemm_softmax_net(rng):
+    """conv 3x3 -> maxpool -> fc (ReLU) -> fc -> softmax over 10 classes."""
+    b = NetBuilder("gemm_softmax", (3, 8, 8))
+    b.conv("c1", "input", rand_w(rng, 6, 3, 3, 3), rand_b(rng, 6), pads=(1, 1, 1, 1), act=Activation("relu"))
+    b.pool("p1", "c1", "maxpool", 2, 2)
+    b.fc("fc1", "p1", rand_w(rng, 37, 6 * 4 * 4), rand_b(rng, 37), act=Activation("relu"))
+    b.fc("fc2", "fc1", rand_w(rng, 10, 37), rand_b(rng, 10))
+    b.softmax("prob", "fc2")
+    return b.build(["prob"])
+
+
+def quantize(net, rng, config=None):
+    q = Quantizer(net, config=config)
+    q.calibrate(rng.uniform(-1, 1, (12, 3, 8, 8)).astype(np.float32))
+    return q.quantize()
+
+
+def _opcodes(cn) -> list[isa.Opcode]:
+    return [insn.OPCODE for insn in isa.decode_program(cn.instructions)]
+
+
+def test_gemm_and_int8_softmax_on_their_blocks_match_golden():
+    rng = np.random.default_rng(700)
+    cfg = fc_config()
+    qnet = quantize(gemm_softmax_net(rng), rng, cfg)
+    assert qnet["prob"].hardware and qnet["prob"].zero_point == -128
+    x = rng.uniform(-1, 1, (3, 3, 8, 8)).astype(np.float32)
+    cn = check_golden(qnet, cfg, x)
+    ops = _opcodes(cn)
+    assert ops.count(isa.Opcode.FC) >= 2 and isa.Opcode.SOFTMAX in ops and isa.Opcode.SMXTAB in ops
+    text = cn.report()
+    assert "prob (softmax) runs in software" not in text and "fallback" not in text
+    # run_int8 runs the block's integer softmax: the output is int8 with scale 1/256.
+    ref = run_int8(qnet, qnet.quantize_input(x))["prob"]
+    assert ref.dtype == np.int8
+
+
+def test_fc_off_falls_back_to_conv_and_softmax_off_runs_on_host():
+    rng = np.random.default_rng(701)
+    cfg = fc_config(fc=False, softmax=False)
+    qnet = quantize(gemm_softmax_net(rng), rng, cfg)
+    assert not qnet["prob"].hardware
+    x = rng.uniform(-1, 1, (2, 3, 8, 8)).astype(np.float32)
+    cn = check_golden(qnet, cfg, x)
+    ops = _opcodes(cn)
+    assert isa.Opcode.FC not in ops and isa.Opcode.SOFTMAX not in ops
+    text = cn.report()
+    assert "fc1 (fc) runs on the conv module as a convolution (hardware fallback) because fc.ModuleGeneration is off" in text
+    assert "prob (softmax) runs in software because SoftmaxBlockGeneration is off" in text
+
+
+def test_softmax_block_on_but_float_quantized_network_runs_on_host():
+    rng = np.random.default_rng(702)
+    cfg = fc_config()
+    qnet = quantize(gemm_softmax_net(rng), rng)  # quantized without the configuration: float softmax
+    cn = check_golden(qnet, cfg, rng.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32))
+    assert isa.Opcode.FC in _opcodes(cn) and isa.Opcode.SOFTMAX not in _opcodes(cn)
+    assert "quantize it with this configuration" in cn.report()
+
+
+def test_int8_softmax_without_the_block_names_the_property():
+    from dlproc.compiler import compile_network
+    from dlproc.errors import CompileError
+
+    rng = np.random.default_rng(703)
+    qnet = quantize(gemm_softmax_net(rng), rng, fc_config())
+    with pytest.raises(CompileError, match="turn on fc.SoftmaxBlockGeneration"):
+        compile_network(qnet, fc_config(softmax=False))
