@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+# The test folders (tests/ and its per-stage folders) hold the shared network builders.
+sys.path[:0] = [str(ROOT / "tests")] + sorted(str(d) for d in (ROOT / "tests").iterdir() if d.is_dir() and d.name != "data")
 
 from dlproc.estimate import simulate_program  # noqa: E402
 from dlproc.compiler.layerprog import PoolLayer, build_pool_program  # noqa: E402

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+# The test folders (tests/ and its per-stage folders) hold the shared network builders.
+sys.path[:0] = [str(ROOT / "tests")] + sorted(str(d) for d in (ROOT / "tests").iterdir() if d.is_dir() and d.name != "data")
 
 from dlproc.config import ProcessorConfig  # noqa: E402
 from dlproc.estimate.resources import DEVICES, estimate_resources  # noqa: E402

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+# The test folders (tests/ and its per-stage folders) hold the shared network builders.
+sys.path[:0] = [str(ROOT / "tests")] + sorted(str(d) for d in (ROOT / "tests").iterdir() if d.is_dir() and d.name != "data")
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from dlproc.compiler import compile_network  # noqa: E402
