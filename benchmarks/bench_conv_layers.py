@@ -23,7 +23,8 @@ import numpy as np
 
 from dlproc.config import ProcessorConfig
 from dlproc.targets.golden import ops
-from dlproc.compiler.layerprog import ConvLayer, build_conv_program, run_on_isasim
+from dlproc.compiler.layerprog import ConvLayer, build_conv_program
+from dlproc.targets.isasim import run_on_isasim
 from dlproc.hardware.numerics import requantize
 
 TARGETS = {"3x3": 0.85, "1x1": 0.75}

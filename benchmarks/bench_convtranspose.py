@@ -26,8 +26,9 @@ import numpy as np
 from dlproc.config import ProcessorConfig
 from dlproc.targets.golden import ops
 from dlproc.targets.golden.windows import zero_insert
-from dlproc.compiler.layerprog import (ConvLayer, ConvTransposeLayer, build_conv_program, build_convtranspose_program,
-                              convtranspose_phases, run_on_isasim)
+from dlproc.compiler.layerprog import ConvLayer, ConvTransposeLayer, build_conv_program, build_convtranspose_program
+from dlproc.compiler.planners.convtranspose import convtranspose_phases
+from dlproc.targets.isasim import run_on_isasim
 from dlproc.hardware.numerics import requantize
 
 

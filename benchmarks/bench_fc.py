@@ -24,7 +24,8 @@ import numpy as np
 
 from dlproc.config import ProcessorConfig
 from dlproc.targets.golden import ops
-from dlproc.compiler.layerprog import FcLayer, build_fc_program, run_on_isasim
+from dlproc.compiler.layerprog import FcLayer, build_fc_program
+from dlproc.targets.isasim import run_on_isasim
 from dlproc.hardware.numerics import requantize
 
 PRESETS = ("arria10soc_int8", "de10nano_int8")

@@ -31,7 +31,9 @@ from dlproc.hardware import isa
 from dlproc.config import ProcessorConfig
 from dlproc.estimate.performance import estimate_layer_program
 from dlproc.targets.golden import ops
-from dlproc.compiler.layerprog import LrnLayer, build_lrn_program, lrn_table_stream, run_on_isasim
+from dlproc.compiler.layerprog import LrnLayer, build_lrn_program
+from dlproc.compiler.planners.lrn import lrn_table_stream
+from dlproc.targets.isasim import run_on_isasim
 
 MATLAB_TWO_LRN_CYCLES = 1_260_000  # GoogLeNet int8 on the Arria 10 SoC, both LRN layers (design brief, section 8)
 LAYERS = {64: "pool1/norm1", 192: "conv2/norm2"}

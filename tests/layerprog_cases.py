@@ -110,9 +110,11 @@ def chained_conv_pool(cfg: ProcessorConfig, seed: int = 21) -> dict:
     """A two-layer program (conv 3x3 pad 1, then 2x2 max pool of its output) joined with
     ``layerprog.chain_streams``; returns the DRAM segments, the instructions, where the result
     lands and the golden result."""
-    from dlproc.targets.isasim import Geometry
-    from dlproc.compiler.layerprog import (ConvAddrs, _conv_shape, chain_streams, emit_instructions, pack_conv_params,
-                                  pack_conv_weights, pack_input, plan_conv, plan_pool)
+    from dlproc.hardware.geometry import Geometry
+    from dlproc.compiler.planners.schedule import ConvAddrs, chain_streams, emit_instructions
+    from dlproc.compiler.planners.conv import conv_shape, pack_conv_params, pack_conv_weights, plan_conv
+    from dlproc.compiler.planners.packing import pack_input
+    from dlproc.compiler.planners.pool import plan_pool
 
     geom = Geometry.from_config(cfg)
     rng = np.random.default_rng(seed)
@@ -121,7 +123,7 @@ def chained_conv_pool(cfg: ProcessorConfig, seed: int = 21) -> dict:
     conv = ConvLayer(w, rng.integers(-999, 999, 9).astype(np.int32), rng.integers(1, 1 << 15, 9),
                      rng.integers(14, 18, 9), zp_in=1, pads=1)
     pool = PoolLayer("max", 2, 2)
-    s = _conv_shape(conv, x.shape)
+    s = conv_shape(conv, x.shape)
     wimg, _ = pack_conv_weights(geom, conv, s)
     a_in, a_w, a_p, a_mid, a_out, a_insn = 0x0, 0x4000, 0x8000, 0x10000, 0x20000, 0x30000
     steps_a, plan_a = plan_conv(geom, conv, x.shape, ConvAddrs(a_in, a_w, a_p, a_mid), cfg)

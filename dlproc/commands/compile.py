@@ -66,7 +66,7 @@ def load_quantized(model: str, calibration: str | None, weights: str | None = No
 
 
 def run(args: argparse.Namespace) -> int:
-    from dlproc.compiler import compile_network
+    from dlproc.compiler import compile_network, netfile
 
     config = load_config(args.config, args.preset)
     try:
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         raise CompileError(f"--base {args.base!r} is not an integer (e.g. 0x10000000)") from None
     qnet = load_quantized(args.model, args.calibration, args.weights, config)
     cn = compile_network(qnet, config, base=base, fold_input=not args.no_fold)
-    cn.save(args.output)
+    netfile.save(cn, args.output)
     if args.json:
         print(json.dumps({
             "output": str(args.output),

@@ -24,8 +24,8 @@ import numpy as np
 
 from dlproc.hardware import isa
 from dlproc.errors import CompileError
-from dlproc.targets.isasim import Geometry
-from dlproc.compiler.layerprog import ConvAddrs
+from dlproc.hardware.geometry import Geometry
+from dlproc.compiler.planners.schedule import ConvAddrs
 
 from dlproc.compiler import hazards, layeremit
 from dlproc.compiler.lower import HwOp, lower
@@ -134,15 +134,6 @@ class CompiledNetwork:
     def processor_config(self) -> Any:
         from dlproc.config import ProcessorConfig
         return ProcessorConfig.from_dict(self.config, source=f"compiled network {self.name!r}")
-
-    def check_config(self, config: Any) -> None:
-        """Raise ``netfile.ConfigMismatchError`` unless compiled for ``config``."""
-        from dlproc.compiler.netfile import check_config
-        check_config(self, config)
-
-    def save(self, path: Any) -> Any:
-        from dlproc.compiler.netfile import save
-        return save(self, path)
 
     def report(self) -> str:
         from dlproc.compiler.report import compile_report

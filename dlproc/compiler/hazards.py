@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlproc.hardware import isa
-from dlproc.targets.isasim import Geometry
+from dlproc.hardware.geometry import Geometry
 
 __all__ = ["Hazard", "Tracker", "Unordered", "footprint", "check_program", "assert_no_hazards", "HazardError"]
 

@@ -3,7 +3,7 @@
 :mod:`dlproc.compiler.layerprog` builds a *whole* program for one layer (its own DRAM layout, a MARK and a
 FINISH). The compiler needs the instructions of one layer whose input, output, weights and
 parameters already live at given DRAM addresses, without MARK and FINISH, so that it can chain
-layers into one stream (``layerprog.chain_streams``), plus each layer's output shape and weight
+layers into one stream (``schedule.chain_streams``), plus each layer's output shape and weight
 images. This module provides exactly that and nothing else: the tiling, the weight packing and the
 token schedule are layerprog's (``plan_conv``/``plan_pool``, ``pack_conv_weights``,
 ``pack_conv_params``, ``emit_instructions``). It is the only compiler module that uses layerprog's
@@ -16,9 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlproc.hardware import isa
-
-from dlproc.compiler import layerprog
-from dlproc.targets.isasim import Geometry
+from dlproc.hardware.geometry import Geometry
+from dlproc.compiler.planners import add, conv, convtranspose, fc, lrn, pool, schedule, softmax, tiling, upsample
 
 __all__ = ["EmittedLayer", "emit_conv", "emit_pool", "conv_images", "pool_param_image", "conv_out_shape",
            "pool_out_shape", "emit_add", "emit_upsample", "emit_lrn", "lrn_table_image", "upsample_out_shape",
@@ -31,135 +30,135 @@ class EmittedLayer:
     """The instructions of one layer (no MARK, no FINISH) and how layerprog tiled it."""
 
     instructions: list[isa.Instruction]
-    plan: layerprog.Plan
+    plan: schedule.Plan
 
 
-def conv_out_shape(layer: layerprog.ConvLayer, in_shape: tuple[int, int, int]) -> tuple[int, int, int]:
-    s = layerprog._conv_shape(layer, in_shape)
+def conv_out_shape(layer: conv.ConvLayer, in_shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    s = conv.conv_shape(layer, in_shape)
     return (s.co, s.ho, s.wo)
 
 
-def pool_out_shape(layer: layerprog.PoolLayer, in_shape: tuple[int, int, int]) -> tuple[int, int, int]:
-    s = layerprog._pool_shape(layer, in_shape)
+def pool_out_shape(layer: pool.PoolLayer, in_shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    s = pool.pool_shape(layer, in_shape)
     return (s.ch, s.ho, s.wo)
 
 
-def conv_images(geom: Geometry, layer: layerprog.ConvLayer, in_shape: tuple[int, int, int]) -> tuple[bytes, bytes]:
+def conv_images(geom: Geometry, layer: conv.ConvLayer, in_shape: tuple[int, int, int]) -> tuple[bytes, bytes]:
     """(weight image, parameter image) of a conv in the contract's DRAM layout."""
-    s = layerprog._conv_shape(layer, in_shape)
-    weights, _ = layerprog.pack_conv_weights(geom, layer, s)
-    return weights, layerprog.pack_conv_params(geom, layer, s)
+    s = conv.conv_shape(layer, in_shape)
+    weights, _ = conv.pack_conv_weights(geom, layer, s)
+    return weights, conv.pack_conv_params(geom, layer, s)
 
 
-def pool_param_image(geom: Geometry, layer: layerprog.PoolLayer, in_shape: tuple[int, int, int]) -> bytes:
+def pool_param_image(geom: Geometry, layer: pool.PoolLayer, in_shape: tuple[int, int, int]) -> bytes:
     """The PRM image of an average pool (empty for max pooling)."""
-    s = layerprog._pool_shape(layer, in_shape)
+    s = pool.pool_shape(layer, in_shape)
     if not s.avg:
         return b""
-    return layerprog._pool_params(geom, s, -(-s.ch // geom.c))
+    return pool.pool_params(geom, s, -(-s.ch // geom.c))
 
 
-def _strip(steps: list, plan: layerprog.Plan) -> list[isa.Instruction]:
+def _strip(steps: list, plan: schedule.Plan) -> list[isa.Instruction]:
     # No MARK and no FINISH: the network linker places MARKs per profile group and one FINISH.
-    return layerprog.emit_instructions(steps, plan, mark_index=None, finish=False)
+    return schedule.emit_instructions(steps, plan, mark_index=None, finish=False)
 
 
-def emit_conv(geom: Geometry, layer: layerprog.ConvLayer, in_shape: tuple[int, int, int], addrs: layerprog.ConvAddrs,
+def emit_conv(geom: Geometry, layer: conv.ConvLayer, in_shape: tuple[int, int, int], addrs: schedule.ConvAddrs,
               config: object = None) -> EmittedLayer:
     """Instructions of a conv reading ``addrs.inp`` and writing ``addrs.out`` (absolute addresses)."""
-    steps, plan = layerprog.plan_conv(geom, layer, in_shape, addrs, config)
+    steps, plan = conv.plan_conv(geom, layer, in_shape, addrs, config)
     return EmittedLayer(_strip(steps, plan), plan)
 
 
-def emit_pool(geom: Geometry, layer: layerprog.PoolLayer, in_shape: tuple[int, int, int], addrs: layerprog.ConvAddrs,
+def emit_pool(geom: Geometry, layer: pool.PoolLayer, in_shape: tuple[int, int, int], addrs: schedule.ConvAddrs,
               config: object = None) -> EmittedLayer:
     """Instructions of a pool reading ``addrs.inp`` and writing ``addrs.out`` (``addrs.prm``: AVG params)."""
-    steps, plan = layerprog.plan_pool(geom, layer, in_shape, addrs, config)
+    steps, plan = pool.plan_pool(geom, layer, in_shape, addrs, config)
     return EmittedLayer(_strip(steps, plan), plan)
 
 
 # -- optional blocks: element-wise add, nearest upsample, LRN ------------------------------------
-def upsample_out_shape(layer: layerprog.UpsampleLayer, in_shape: tuple[int, int, int]) -> tuple[int, int, int]:
-    sy, sx = layerprog._pair(layer.scale, "upsample scale")
+def upsample_out_shape(layer: upsample.UpsampleLayer, in_shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    sy, sx = tiling.as_pair(layer.scale, "upsample scale")
     return (in_shape[0], in_shape[1] * sy, in_shape[2] * sx)
 
 
-def lrn_table_image(geom: Geometry, layer: layerprog.LrnLayer) -> bytes:
+def lrn_table_image(geom: Geometry, layer: lrn.LrnLayer) -> bytes:
     """The LRN table in PRM words (placed in the conv weight region)."""
-    return layerprog.pack_lrn_table(geom, layer)
+    return lrn.pack_lrn_table(geom, layer)
 
 
-def emit_add(geom: Geometry, layer: layerprog.AddLayer, shape: tuple[int, int, int], addrs: layerprog.ConvAddrs,
+def emit_add(geom: Geometry, layer: add.AddLayer, shape: tuple[int, int, int], addrs: schedule.ConvAddrs,
              b_addr: int, config: object = None) -> EmittedLayer:
     """Instructions of ``a + b`` (``addrs.inp`` = a, ``b_addr`` = b, ``addrs.out`` = result)."""
-    steps, plan = layerprog.plan_add(geom, layer, shape, addrs, b_addr, config)
+    steps, plan = add.plan_add(geom, layer, shape, addrs, b_addr, config)
     return EmittedLayer(_strip(steps, plan), plan)
 
 
-def emit_upsample(geom: Geometry, layer: layerprog.UpsampleLayer, shape: tuple[int, int, int],
-                  addrs: layerprog.ConvAddrs, config: object = None) -> EmittedLayer:
-    steps, plan = layerprog.plan_upsample(geom, layer, shape, addrs, config)
+def emit_upsample(geom: Geometry, layer: upsample.UpsampleLayer, shape: tuple[int, int, int],
+                  addrs: schedule.ConvAddrs, config: object = None) -> EmittedLayer:
+    steps, plan = upsample.plan_upsample(geom, layer, shape, addrs, config)
     return EmittedLayer(_strip(steps, plan), plan)
 
 
-def emit_lrn(geom: Geometry, layer: layerprog.LrnLayer, shape: tuple[int, int, int], addrs: layerprog.ConvAddrs,
+def emit_lrn(geom: Geometry, layer: lrn.LrnLayer, shape: tuple[int, int, int], addrs: schedule.ConvAddrs,
              config: object = None) -> EmittedLayer:
     """The table load (from ``addrs.prm``) followed by the LRN tiles."""
-    steps, plan = layerprog.plan_lrn(geom, layer, shape, addrs, config)
-    return EmittedLayer(layerprog.lrn_table_stream(geom, addrs.prm) + _strip(steps, plan), plan)
+    steps, plan = lrn.plan_lrn(geom, layer, shape, addrs, config)
+    return EmittedLayer(lrn.lrn_table_stream(geom, addrs.prm) + _strip(steps, plan), plan)
 
 
 # -- transposed convolution (sub-pixel phases on the conv engine) --------------------------------
-def convtranspose_out_shape(layer: layerprog.ConvTransposeLayer, in_shape: tuple[int, int, int]
+def convtranspose_out_shape(layer: convtranspose.ConvTransposeLayer, in_shape: tuple[int, int, int]
                             ) -> tuple[int, int, int]:
-    return layerprog.convtranspose_out_shape(layer, in_shape)
+    return convtranspose.convtranspose_out_shape(layer, in_shape)
 
 
-def convtranspose_images(geom: Geometry, layer: layerprog.ConvTransposeLayer, in_shape: tuple[int, int, int]
+def convtranspose_images(geom: Geometry, layer: convtranspose.ConvTransposeLayer, in_shape: tuple[int, int, int]
                          ) -> tuple[bytes, bytes]:
     """(weight image, parameter image): the phases' conv images, concatenated."""
-    wimg, pimg, _ = layerprog.pack_convtranspose_images(geom, layer, in_shape)
+    wimg, pimg, _ = convtranspose.pack_convtranspose_images(geom, layer, in_shape)
     return wimg, pimg
 
 
-def convtranspose_macs(layer: layerprog.ConvTransposeLayer, in_shape: tuple[int, int, int]) -> int:
+def convtranspose_macs(layer: convtranspose.ConvTransposeLayer, in_shape: tuple[int, int, int]) -> int:
     """Products of real taps (what the conv engine computes, padding taps included, bias-only pieces not)."""
-    return layerprog.convtranspose_macs(layer, in_shape)
+    return convtranspose.convtranspose_macs(layer, in_shape)
 
 
-def emit_convtranspose(geom: Geometry, layer: layerprog.ConvTransposeLayer, in_shape: tuple[int, int, int],
-                       addrs: layerprog.ConvAddrs, config: object = None) -> EmittedLayer:
+def emit_convtranspose(geom: Geometry, layer: convtranspose.ConvTransposeLayer, in_shape: tuple[int, int, int],
+                       addrs: schedule.ConvAddrs, config: object = None) -> EmittedLayer:
     """The phases' instructions (joined by barriers, no MARK, no FINISH) and the summary plan."""
-    phases, plan = layerprog.plan_convtranspose(geom, layer, in_shape, addrs, config)
-    return EmittedLayer(layerprog.emit_convtranspose(phases, geom, mark_index=None, finish=False), plan)
+    phases, plan = convtranspose.plan_convtranspose(geom, layer, in_shape, addrs, config)
+    return EmittedLayer(convtranspose.emit_convtranspose(phases, geom, mark_index=None, finish=False), plan)
 
 
 # -- fc module: FC engine and softmax block ------------------------------------------------------
-def fc_fit(geom: Geometry, layer: layerprog.FcLayer, in_shape: tuple[int, int, int]) -> dict[str, int]:
+def fc_fit(geom: Geometry, layer: fc.FcLayer, in_shape: tuple[int, int, int]) -> dict[str, int]:
     """How the FC engine runs ``layer`` ({"co", "n_in", "tile", ...}); CompileError if it does not fit."""
-    s = layerprog._fc_shape(geom, layer, in_shape)
+    s = fc.fc_shape(geom, layer, in_shape)
     return {"co": s.co, "n_in": s.n_in, "slices": s.slices, "tile": s.tile}
 
 
-def fc_images(geom: Geometry, layer: layerprog.FcLayer, in_shape: tuple[int, int, int]) -> tuple[bytes, bytes]:
+def fc_images(geom: Geometry, layer: fc.FcLayer, in_shape: tuple[int, int, int]) -> tuple[bytes, bytes]:
     """(weight stream, parameter image) of an FC layer on the FC engine."""
-    weights, _ = layerprog.pack_fc_weights(geom, layer, in_shape)
-    return weights, layerprog.pack_fc_params(geom, layer, in_shape)
+    weights, _ = fc.pack_fc_weights(geom, layer, in_shape)
+    return weights, fc.pack_fc_params(geom, layer, in_shape)
 
 
-def emit_fc(geom: Geometry, layer: layerprog.FcLayer, in_shape: tuple[int, int, int], addrs: layerprog.ConvAddrs,
+def emit_fc(geom: Geometry, layer: fc.FcLayer, in_shape: tuple[int, int, int], addrs: schedule.ConvAddrs,
             config: object = None) -> EmittedLayer:
-    steps, plan = layerprog.plan_fc(geom, layer, in_shape, addrs, config)
+    steps, plan = fc.plan_fc(geom, layer, in_shape, addrs, config)
     return EmittedLayer(_strip(steps, plan), plan)
 
 
-def softmax_table_image(geom: Geometry, layer: layerprog.SoftmaxLayer) -> bytes:
+def softmax_table_image(geom: Geometry, layer: softmax.SoftmaxLayer) -> bytes:
     """The softmax exp table in PRM words (placed in the fc weight region)."""
-    return layerprog.pack_softmax_table(geom, layer)
+    return softmax.pack_softmax_table(geom, layer)
 
 
-def emit_softmax(geom: Geometry, layer: layerprog.SoftmaxLayer, shape: tuple[int, int, int],
-                 addrs: layerprog.ConvAddrs, config: object = None) -> EmittedLayer:
+def emit_softmax(geom: Geometry, layer: softmax.SoftmaxLayer, shape: tuple[int, int, int],
+                 addrs: schedule.ConvAddrs, config: object = None) -> EmittedLayer:
     """The exp table load (from ``addrs.prm``: LOAD PRM / SMXTAB) followed by the SOFTMAX tiles."""
-    steps, plan = layerprog.plan_softmax(geom, layer, shape, addrs, config)
-    return EmittedLayer(layerprog.softmax_table_stream(geom, addrs.prm) + _strip(steps, plan), plan)
+    steps, plan = softmax.plan_softmax(geom, layer, shape, addrs, config)
+    return EmittedLayer(softmax.softmax_table_stream(geom, addrs.prm) + _strip(steps, plan), plan)

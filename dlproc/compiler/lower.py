@@ -62,8 +62,14 @@ import numpy as np
 
 from dlproc.errors import CompileError
 from dlproc.hardware import isa
-from dlproc.compiler.layerprog import (AddLayer, ConvLayer, ConvTransposeLayer, FcLayer, LrnLayer, PoolLayer, SoftmaxLayer,
-                              UpsampleLayer, fc_out_shape)
+from dlproc.compiler.planners.add import AddLayer
+from dlproc.compiler.planners.conv import ConvLayer
+from dlproc.compiler.planners.convtranspose import ConvTransposeLayer
+from dlproc.compiler.planners.fc import FcLayer, fc_out_shape
+from dlproc.compiler.planners.lrn import LrnLayer
+from dlproc.compiler.planners.pool import PoolLayer
+from dlproc.compiler.planners.softmax import SoftmaxLayer
+from dlproc.compiler.planners.upsample import UpsampleLayer
 
 from dlproc.compiler import layeremit
 

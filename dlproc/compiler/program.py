@@ -81,7 +81,7 @@ from dataclasses import dataclass, field
 
 from dlproc.hardware import isa
 from dlproc.errors import CompileError
-from dlproc.targets.isasim import Geometry
+from dlproc.hardware.geometry import Geometry
 
 from dlproc.compiler import hazards
 

@@ -13,8 +13,8 @@ import numpy as np
 from dlproc.errors import CompileError
 from dlproc.targets.golden import float_ops, ops
 from dlproc.targets.golden.run import region_float, yolo_float
-from dlproc.targets.isasim import Geometry
-from dlproc.compiler.layerprog import pack_input, unpack_output
+from dlproc.hardware.geometry import Geometry
+from dlproc.compiler.planners.packing import pack_input, unpack_output
 
 __all__ = ["check_input", "quantize_input", "im2col", "fold_batch", "geometry", "pack_frame", "unpack_tensor",
            "tensor_nbytes", "run_software_layers"]

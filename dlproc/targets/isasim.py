@@ -33,11 +33,11 @@ import numpy as np
 
 from dlproc.hardware import isa
 from dlproc.errors import SimulationError
+from dlproc.hardware.geometry import Geometry
 from dlproc.hardware.numerics import (LRN_TABLE_SIZE, MAX_SHIFT, MULT_BITS, SOFTMAX_EXP_BITS, SOFTMAX_OUT_SHIFT,
                              SOFTMAX_RECIP_BITS, lrn_index, requantize, wrap_int32)
 
 __all__ = [
-    "Geometry",
     "Machine",
     "RunResult",
     "IsaSimError",
@@ -55,6 +55,7 @@ __all__ = [
     "ERROR_CLASSES",
     "UNITS",
     "SCHEDULES",
+    "run_on_isasim",
 ]
 
 INSN_BYTES = isa.INSN_BYTES
@@ -134,55 +135,6 @@ ERROR_CLASSES: dict[isa.ErrorCode, type[IsaSimError]] = {
     for cls in (IllegalOpcodeError, RanOffEndError, DmaFetchError, DmaLoadError, DmaStoreError,
                 SramRangeError, DeadlockError, IllegalFieldError, TokenOverflowError, BlockAbsentError)
 }
-
-
-# --------------------------------------------------------------------------------------------
-# Geometry: the sizes the simulator and the program builder take from a ProcessorConfig.
-# --------------------------------------------------------------------------------------------
-def default_acc_depth(hw: isa.HardwareParams) -> int:
-    """Accumulator depth (output pixels per CONV/POOL) of a configuration.
-
-    The contract sizes ACC as "the largest output tile"; a tile lands in one half of OUT when the
-    program double-buffers, so half of OUT is the largest tile any double-buffered program uses.
-    If ``isa.HardwareParams`` grows an ``acc_depth`` field, that is authoritative.
-    """
-    return int(getattr(hw, "acc_depth", None) or max(1, hw.out_depth // 2))
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """Everything the ISA exposes about a configuration: the hardware parameters of ``dlproc.hardware.isa``
-    plus the accumulator depth. Derived in one place (:meth:`from_config`) so that the simulator
-    and the program builder can never disagree."""
-
-    hw: isa.HardwareParams
-    acc_depth: int
-
-    @classmethod
-    def from_config(cls, config: Any) -> "Geometry":
-        hw = isa.HardwareParams.from_config(config)
-        return cls(hw, default_acc_depth(hw))
-
-    @classmethod
-    def from_hw(cls, hw: isa.HardwareParams, acc_depth: int | None = None) -> "Geometry":
-        return cls(hw, acc_depth if acc_depth is not None else default_acc_depth(hw))
-
-    @property
-    def c(self) -> int:
-        return self.hw.c
-
-    @property
-    def bus_bytes(self) -> int:
-        return self.hw.bytes_per_beat
-
-    def pitch(self, buf: str) -> int:
-        return self.hw.pitch(buf)
-
-    def elem_bytes(self, buf: str) -> int:
-        return self.hw.elem_bytes(buf)
-
-    def depth(self, buf: str) -> int:
-        return self.hw.depth(buf)
 
 
 # --------------------------------------------------------------------------------------------
@@ -753,3 +705,19 @@ class _Run:
 
     def _exec_finish(self, insn: isa.Finish, index: int) -> None:
         self.finished = True
+
+
+# --------------------------------------------------------------------------------------------
+# Single-layer programs
+# --------------------------------------------------------------------------------------------
+def run_on_isasim(prog: Any, machine: Machine | None = None, **machine_kw: Any) -> tuple[np.ndarray, RunResult]:
+    """Run a single-layer program (``dlproc.compiler.layerprog.LayerProgram``) on the ISA simulator;
+    returns the decoded output and the run's statistics."""
+    if machine is None:
+        size = -(-(prog.dma_limit + 64) // 4096) * 4096  # DRAM rounded up to whole 4 KiB pages
+        machine = Machine(geometry=prog.geometry, dram_size=size, **machine_kw)
+    machine.mem_write(prog.dram_base, prog.image)
+    res = machine.run(None, insn_base=prog.insn_base, count=prog.insn_count, dma_base=prog.dma_base,
+                      dma_limit=prog.dma_limit)
+    return prog.read_output(machine.dram[prog.output_addr:prog.output_addr + prog.output_bytes],
+                            base=prog.output_addr), res

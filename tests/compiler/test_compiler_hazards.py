@@ -23,7 +23,7 @@ from dlproc.estimate import estimate_compiled
 from dlproc.frontends import load_darknet
 from dlproc.frontends.onnx import load_onnx
 from dlproc.targets.golden.run import run_int8
-from dlproc.targets.isasim import Geometry
+from dlproc.hardware.geometry import Geometry
 from dlproc.models import googlenet_onnx
 from dlproc.quant import Quantizer
 from dlproc.quant.data import DIGITS_MODEL

@@ -9,8 +9,10 @@ import pytest
 from dlproc.hardware import isa
 from dlproc.errors import CompileError
 from dlproc.targets.golden import ops
-from dlproc.targets.isasim import BlockAbsentError, Geometry, Machine
-from dlproc.compiler.layerprog import AddLayer, UpsampleLayer, build_add_program, build_upsample_program, run_on_isasim
+from dlproc.hardware.geometry import Geometry
+from dlproc.targets.isasim import BlockAbsentError, Machine
+from dlproc.compiler.layerprog import AddLayer, UpsampleLayer, build_add_program, build_upsample_program
+from dlproc.targets.isasim import run_on_isasim
 from layerprog_cases import small_config
 
 CFG = small_config(4, inp=(12, 12, 4), out=(10, 10, 2), wgt=1024, prm=32)
@@ -179,8 +181,12 @@ def test_softmax_refused_without_the_block():
 def test_block_streams_chain_like_the_compiler_does():
     """LRN (with its table prologue) -> UPSAMPLE -> ADD(upsampled, itself) joined by chain_streams:
     the streams the compiler would emit from plan_* + emit_instructions, on all schedules."""
-    from dlproc.compiler.layerprog import (ConvAddrs, LrnLayer, chain_streams, emit_instructions, lrn_table_stream,
-                                  pack_input, pack_lrn_table, plan_add, plan_lrn, plan_upsample, unpack_output)
+    from dlproc.compiler.planners.schedule import ConvAddrs, chain_streams, emit_instructions
+    from dlproc.compiler.layerprog import LrnLayer
+    from dlproc.compiler.planners.lrn import lrn_table_stream, pack_lrn_table, plan_lrn
+    from dlproc.compiler.planners.packing import pack_input, unpack_output
+    from dlproc.compiler.planners.add import plan_add
+    from dlproc.compiler.planners.upsample import plan_upsample
 
     cfg = _lrn_cfg()
     geom = Geometry.from_config(cfg)

@@ -13,8 +13,10 @@ import pytest
 
 from dlproc.hardware import isa
 from dlproc.errors import CompileError
-from dlproc.targets.isasim import SCHEDULES, Geometry, Machine
-from dlproc.compiler.layerprog import ConvLayer, build_conv_program, run_on_isasim
+from dlproc.hardware.geometry import Geometry
+from dlproc.targets.isasim import SCHEDULES, Machine
+from dlproc.compiler.layerprog import ConvLayer, build_conv_program
+from dlproc.targets.isasim import run_on_isasim
 
 from layerprog_cases import conv_reference, random_conv, small_config
 
@@ -168,7 +170,7 @@ def test_bad_layers_are_refused_with_clear_errors():
 def test_two_layers_chained_with_a_barrier():
     """conv -> max pool in one program: the pool reads the conv's output from DRAM, so the
     barrier between them must order the conv's last STORE before the pool's first LOAD."""
-    from dlproc.compiler.layerprog import unpack_output
+    from dlproc.compiler.planners.packing import unpack_output
     from layerprog_cases import chained_conv_pool
 
     cfg = CONFIGS["c4"]
@@ -189,7 +191,7 @@ def test_two_layers_chained_with_a_barrier():
         assert res.tokens_left == {"L2C": 0, "C2L": 0, "C2S": 0, "S2C": 0}
     # Without the barrier the pool's loads overtake the conv's stores: the loads-first schedule
     # shows the race (so this test would catch a broken barrier).
-    from dlproc.compiler.layerprog import emit_instructions
+    from dlproc.compiler.planners.schedule import emit_instructions
     steps_a, plan_a, steps_b, plan_b = case["steps"]
     racy = (emit_instructions(steps_a, plan_a, finish=False) + emit_instructions(steps_b, plan_b, mark_index=1))
     out, _ = run(racy, "loads-first", None)

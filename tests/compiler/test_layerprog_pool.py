@@ -10,7 +10,8 @@ from dlproc.hardware import isa
 from dlproc.errors import CompileError
 from dlproc.targets.golden import ops
 from dlproc.targets.isasim import SCHEDULES
-from dlproc.compiler.layerprog import PoolLayer, build_pool_program, run_on_isasim
+from dlproc.compiler.layerprog import PoolLayer, build_pool_program
+from dlproc.targets.isasim import run_on_isasim
 
 from layerprog_cases import pool_reference, random_pool, small_config
 

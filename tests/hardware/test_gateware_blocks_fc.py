@@ -12,7 +12,8 @@ import pytest
 
 from dlproc.hardware import isa
 from dlproc.targets.golden import ops
-from dlproc.targets.isasim import Geometry, Machine
+from dlproc.hardware.geometry import Geometry
+from dlproc.targets.isasim import Machine
 from dlproc.hardware.numerics import requantize
 from test_gateware_compute_harness import OUT_FILL, random_buffers, run_program, small_hw
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dlproc.hardware import isa
-from dlproc.estimate.performance import pool_plane_cycles
+from dlproc.hardware.costs import pool_plane_cycles
 from test_gateware_compute_harness import (
     OUT_FILL,
     conv_reference,

@@ -10,8 +10,9 @@ from dlproc.hardware import isa
 from dlproc.errors import CompileError
 from dlproc.targets.golden import ops
 from dlproc.targets.isasim import SCHEDULES
-from dlproc.compiler.layerprog import (ConvTransposeLayer, build_convtranspose_program, convtranspose_phases,
-                              run_on_isasim)
+from dlproc.compiler.layerprog import ConvTransposeLayer, build_convtranspose_program
+from dlproc.compiler.planners.convtranspose import convtranspose_phases
+from dlproc.targets.isasim import run_on_isasim
 from dlproc.hardware.numerics import requantize
 
 from layerprog_cases import small_config

@@ -26,7 +26,7 @@ from dlproc.targets.isasim import (
     SramRangeError,
     TokenOverflowError,
 )
-from dlproc.compiler.layerprog import pack_input, unpack_output
+from dlproc.compiler.planners.packing import pack_input, unpack_output
 from dlproc.hardware.numerics import requantize
 
 from layerprog_cases import small_config

@@ -9,7 +9,8 @@ import pytest
 
 from dlproc.hardware import isa
 from dlproc.targets.golden import ops
-from dlproc.compiler.layerprog import AddLayer, UpsampleLayer, build_add_program, build_upsample_program, run_on_isasim
+from dlproc.compiler.layerprog import AddLayer, UpsampleLayer, build_add_program, build_upsample_program
+from dlproc.targets.isasim import run_on_isasim
 
 from layerprog_cases import small_config
 from sim_fixture import blocks_config

@@ -11,7 +11,8 @@ import pytest
 from dlproc.hardware import isa, regmap
 from dlproc.targets.golden import ops
 from dlproc.targets.golden.run import run_int8
-from dlproc.compiler.layerprog import FcLayer, build_fc_program, run_on_isasim
+from dlproc.compiler.layerprog import FcLayer, build_fc_program
+from dlproc.targets.isasim import run_on_isasim
 from dlproc.hardware.numerics import requantize
 from dlproc.targets.workflow import Workflow
 

@@ -12,7 +12,8 @@ import pytest
 
 from dlproc.hardware import isa
 from dlproc.targets.isasim import IsaSimError, Machine
-from dlproc.compiler.layerprog import ConvLayer, build_conv_program, build_pool_program, run_on_isasim
+from dlproc.compiler.layerprog import ConvLayer, build_conv_program, build_pool_program
+from dlproc.targets.isasim import run_on_isasim
 
 from layerprog_cases import conv_reference, pool_reference, random_conv, random_pool, small_config
 
@@ -90,7 +91,7 @@ def test_avg_pool_excluding_padding_on_rtl(sim):
 def test_two_layers_chained_on_rtl(sim):
     """conv -> max pool joined by ``chain_streams``' barrier: the RTL honours the store -> compute
     -> load token chain, so the pool reads the conv's finished output."""
-    from dlproc.compiler.layerprog import unpack_output
+    from dlproc.compiler.planners.packing import unpack_output
     from layerprog_cases import chained_conv_pool
 
     case = chained_conv_pool(CFG)
