@@ -14,7 +14,7 @@ Encoding
 An instruction is 256 bits, stored little endian (bit ``i`` is bit ``i % 8`` of byte ``i // 8``).
 Bits 0..7 are the common header: ``opcode`` (4 bits), then the dependency flags ``pop_prev``,
 ``pop_next``, ``push_prev``, ``push_next``. The fields of each opcode follow from bit 8 upwards in
-the order the dataclass declares them; the remaining bits are reserved, written as zero and
+the order :data:`FIELDS` lists them; the remaining bits are reserved, written as zero and
 ignored by the hardware. Opcode 0 is deliberately illegal, so that fetching zeroed memory stops
 the processor with ``ILLEGAL_OPCODE`` instead of doing something.
 
@@ -36,7 +36,6 @@ no ``prev`` and the store unit no ``next``: those flags are illegal there (``ILL
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable
@@ -280,29 +279,54 @@ class HardwareParams:
 
 
 # --------------------------------------------------------------------------------------------
-# Field descriptions
+# The instruction table
+#
+# Every instruction's fields are declared once, as data: :data:`FIELDS` maps each opcode to its
+# fields in bit order (from bit 8 up). The dataclasses below take their fields from it, and so do
+# encoding, decoding, range checks, the ``amaranth.lib.data`` layouts, the C header and
+# ``docs/isa.md``. Fields that several instructions share with the same meaning (a DRAM block, a
+# pooling window, the output clamp) are written once as groups.
 
 
-def _f(bits: int, lo: int | None = None, hi: int | None = None, *, signed_: bool = False,
-       doc: str = "", default: int = 0) -> Any:
-    """A dataclass field carrying its encoding: width, signedness and allowed range."""
+@dataclass(frozen=True)
+class Field:
+    """One instruction field: width, signedness, allowed range, default and meaning."""
+
+    name: str
+    bits: int
+    lo: int
+    hi: int
+    signed: bool = False
+    default: int = 0
+    doc: str = ""
+
+
+def _f(name: str, bits: int, lo: int | None = None, hi: int | None = None, *, signed_: bool = False,
+       doc: str = "", default: int = 0) -> Field:
+    """A field; the range defaults to everything ``bits`` bits can hold."""
     if lo is None:
         lo = -(1 << (bits - 1)) if signed_ else 0
     if hi is None:
         hi = (1 << (bits - 1)) - 1 if signed_ else (1 << bits) - 1
-    return field(
-        default=default,
-        metadata={"bits": bits, "signed": signed_, "range": (lo, hi), "doc": doc},
-    )
+    return Field(name, bits, lo, hi, signed_, default, doc)
 
 
-def _flag(doc: str) -> Any:
-    return field(default=False, metadata={"bits": 1, "signed": False, "range": (0, 1), "doc": doc})
+def _int8(name: str, doc: str, default: int = 0) -> Field:
+    return _f(name, 8, signed_=True, doc=doc, default=default)
+
+
+def _size(name: str, doc: str) -> Field:
+    """A 16-bit count of at least 1 (rows, columns, planes, blocks)."""
+    return _f(name, 16, 1, doc=doc, default=1)
+
+
+def _sram(name: str, doc: str) -> Field:
+    return _f(name, SRAM_ADDR_BITS, doc=doc)
 
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """Where one field lives in the 256-bit word (derived from the dataclass metadata)."""
+    """Where one field lives in the 256-bit word (derived from :data:`FIELDS`)."""
 
     name: str
     offset: int
@@ -317,16 +341,151 @@ class FieldSpec:
         return signed(self.bits) if self.signed else unsigned(self.bits)
 
 
-_S = SRAM_ADDR_BITS
-_SIZE = "1..65535"
+def _clamp(relu_note: bool = True) -> tuple[Field, ...]:
+    """The output stage's zero point and clamp, shared by every instruction that requantizes."""
+    return (_int8("zp_out", "output zero point"),
+            _int8("act_min", "lower clamp (ReLU: zp_out)" if relu_note else "lower clamp", -128),
+            _int8("act_max", "upper clamp", 127))
+
+
+def _dram_block(x_doc: str) -> tuple[Field, ...]:
+    """A strided 3-D block of DRAM elements (LOAD and STORE)."""
+    return (_f("dram_addr", DRAM_ADDR_BITS, doc="byte address of element (0,0,0); a multiple of B"),
+            _size("x_size", x_doc), _size("y_size", "rows per plane"), _size("z_size", "planes"),
+            _f("y_stride", 32, doc="elements between row starts in DRAM"),
+            _f("z_stride", 32, doc="elements between plane starts in DRAM"))
+
+
+def _window(what: str) -> tuple[Field, ...]:
+    """Output size, window and stride of a sliding-window instruction (CONV and POOL)."""
+    return (_size("out_h", "output rows"), _size("out_w", "output columns"),
+            _f("kh", 5, 1, doc=f"{what} rows 1..31", default=1), _f("kw", 5, 1, doc=f"{what} columns 1..31", default=1),
+            _f("stride_y", 3, 1, doc="1..7", default=1), _f("stride_x", 3, 1, doc="1..7", default=1))
+
+
+def _table_load(tab_bits: int, tab_hi: int, tab_doc: str) -> tuple[Field, ...]:
+    """PRM words copied into an engine's lookup table (LRNTAB and SMXTAB)."""
+    return (_sram("prm_base", "first PRM word"), _f("tab_base", tab_bits, 0, tab_hi, doc=tab_doc),
+            _size("count", "PRM words copied"))
+
+
+def _pixels() -> tuple[Field, ...]:
+    """Channel-block planes of dense pixels in INP and OUT (LRN and SOFTMAX)."""
+    return (_sram("inp_base", "INP word of pixel 0 of channel block 0"),
+            _sram("out_base", "OUT word of pixel 0 of channel block 0"),
+            _sram("in_plane", "INP words per channel block"),
+            _f("n_pix", SRAM_ADDR_BITS, 1, doc="pixels (dense in INP and OUT)", default=1),
+            _size("cin_blocks", "channel blocks of every pixel"))
+
+
+#: Every instruction's fields in bit order, from bit 8 (after the header) upwards.
+FIELDS: dict[Opcode, tuple[Field, ...]] = {
+    Opcode.LOAD: (
+        _f("buf", 2, 0, 2, doc="destination buffer: 0 INP, 1 WGT, 2 PRM"),
+        _sram("sram_base", "first destination word"),
+        *_dram_block("elements per row (1..65535)"),
+        _f("pad_top", 4, doc="padding rows above"), _f("pad_bottom", 4, doc="padding rows below"),
+        _f("pad_left", 4, doc="padding columns left"), _f("pad_right", 4, doc="padding columns right"),
+        _int8("pad_value", "int8 written into every byte of a padding word"),
+    ),
+    Opcode.STORE: (_sram("sram_base", "first OUT word"), *_dram_block("elements per row")),
+    Opcode.CONV: (
+        _sram("inp_base", "INP word of input pixel (0,0) of channel block 0"),
+        _sram("wgt_base", "first WGT word"),
+        _sram("prm_base", "PRM word with the C lanes' bias/M/M_neg/S"),
+        _sram("out_base", "OUT word of output pixel (0,0)"),
+        _size("in_w", "INP words per input row"), _sram("in_plane", "INP words per input channel block"),
+        *_window("kernel"),
+        _f("dil_y", 3, 1, doc="1..7", default=1), _f("dil_x", 3, 1, doc="1..7", default=1),
+        _size("cin_blocks", "input channel blocks accumulated"),
+        *_clamp(),
+    ),
+    Opcode.POOL: (
+        _sram("inp_base", "INP word of pixel (0,0) of plane 0"),
+        _sram("out_base", "OUT word of pixel (0,0) of plane 0"),
+        _sram("prm_base", "PRM word of plane 0 (AVG only)"),
+        _size("in_w", "INP words per input row"), _sram("in_plane", "INP words per plane"),
+        *_window("window"),
+        _size("z_size", "channel-block planes"),
+        _f("mode", 1, doc="0 MAX, 1 AVG"),
+        _int8("zp_in", "input zero point (AVG)"),
+        _int8("zp_out", "output zero point (AVG)"), *_clamp(relu_note=False)[1:],
+    ),
+    Opcode.MARK: (_f("index", 16, doc="profile entry 0..profile_depth-1"),),
+    Opcode.FINISH: (),
+    Opcode.ADD: (
+        _sram("inp_a", "INP word of element 0 of operand a"),
+        _sram("inp_b", "INP word of element 0 of operand b"),
+        _sram("out_base", "OUT word of element 0 of the result"),
+        _f("count", SRAM_ADDR_BITS + 1, 1, doc="words (pixels x channel blocks) added", default=1),
+        _int8("za", "zero point of a"), _int8("zb", "zero point of b"),
+        _f("ma", MULT_BITS, doc="multiplier of a (< 2**15)"), _f("mb", MULT_BITS, doc="multiplier of b (< 2**15)"),
+        _f("shift", 6, 0, MAX_SHIFT, doc=f"common right shift 0..{MAX_SHIFT}"),
+        *_clamp(),
+    ),
+    Opcode.UPSAMPLE: (
+        _sram("inp_base", "INP word of input pixel (0,0) of plane 0"),
+        _sram("out_base", "OUT word of output pixel (0,0) of plane 0"),
+        _size("in_w", "INP words per input row"), _sram("in_plane", "INP words per input plane"),
+        _size("out_h", "output rows"), _size("out_w", "output columns"),
+        _f("scale_y", 4, 1, doc="row repeat 1..15", default=1), _f("scale_x", 4, 1, doc="column repeat 1..15", default=1),
+        _size("z_size", "planes"),
+    ),
+    Opcode.LRNTAB: _table_load(11, LRN_TABLE_SIZE - 1, f"first table entry 0..{LRN_TABLE_SIZE - 1}"),
+    Opcode.LRN: (
+        *_pixels(),
+        _f("channels", 16, doc="valid channels (squares of channels >= channels count as 0)"),
+        _f("size", 5, 1, LRN_MAX_SIZE, doc=f"window 1..{LRN_MAX_SIZE} channels", default=1),
+        _int8("zp_in", "input zero point"),
+        *_clamp(relu_note=False),
+    ),
+    Opcode.SMXTAB: _table_load(8, 255, "first table entry 0..255"),
+    Opcode.SOFTMAX: (
+        *_pixels(),
+        _f("channels", 12, 1, SOFTMAX_MAX_CHANNELS, doc=f"channels 1..{SOFTMAX_MAX_CHANNELS}", default=1),
+    ),
+    Opcode.FC: (
+        _sram("inp_base", "INP word of x element 0 (load_x)"),
+        _sram("wgt_base", "WGT word of the first weight slice"),
+        _sram("prm_base", "PRM word of outputs 0..C-1"),
+        _sram("out_base", "OUT word of outputs 0..C-1"),
+        _f("n_in", 24, 1, doc="inputs (x elements) per output", default=1),
+        _size("n_out", "outputs of this tile (<= fc.OutputMemorySize)"),
+        _f("load_x", 1, doc="1: copy x from INP into the x buffer first"),
+        *_clamp(),
+    ),
+}
+
+
+def _instruction(opcode: Opcode, unit: str, forbidden: tuple[str, ...] = ()) -> Any:
+    """Make an :class:`Instruction` subclass a dataclass whose fields are ``FIELDS[opcode]``.
+
+    The fields become keyword-only dataclass fields in table order (the bit order), each carrying
+    its :class:`Field` as metadata, so constructing, comparing and printing an instruction work as
+    for a hand-written dataclass."""
+    def make(cls: type) -> type:
+        cls.OPCODE = opcode
+        cls.UNIT = unit
+        cls.FORBIDDEN_FLAGS = forbidden
+        annotations = dict(cls.__dict__.get("__annotations__", {}))
+        for f in FIELDS[opcode]:
+            annotations[f.name] = "int"
+            setattr(cls, f.name, field(default=f.default, metadata={"field": f}))
+        cls.__annotations__ = annotations
+        return dataclass(kw_only=True)(cls)
+    return make
+
+
+def _flag(doc: str) -> Any:
+    return field(default=False, metadata={"bits": 1, "signed": False, "range": (0, 1), "doc": doc})
 
 
 @dataclass(kw_only=True)
 class Instruction:
     """Base of all instructions: the dependency flags of the common header.
 
-    Subclasses set ``OPCODE`` and declare their fields with encoding metadata; the field order is
-    the bit order.
+    Subclasses are made by :func:`_instruction` from their row of :data:`FIELDS` (the row's order
+    is the bit order); they add only the checks that depend on the configuration.
     """
 
     OPCODE: ClassVar[Opcode]
@@ -340,16 +499,12 @@ class Instruction:
     # -- layout ------------------------------------------------------------------------------
     @classmethod
     def field_specs(cls) -> list[FieldSpec]:
-        """Opcode-specific fields (header excluded) with their bit offsets."""
+        """Opcode-specific fields (header excluded) with their bit offsets, from :data:`FIELDS`."""
         specs = []
         offset = HEADER_BITS
-        for f in dataclasses.fields(cls):
-            if f.name in _HEADER_FLAGS:
-                continue
-            meta = f.metadata
-            lo, hi = meta["range"]
-            specs.append(FieldSpec(f.name, offset, meta["bits"], meta["signed"], lo, hi, meta["doc"]))
-            offset += meta["bits"]
+        for f in FIELDS[cls.OPCODE]:
+            specs.append(FieldSpec(f.name, offset, f.bits, f.signed, f.lo, f.hi, f.doc))
+            offset += f.bits
         if offset > INSN_BITS:
             raise AssertionError(f"{cls.__name__} needs {offset} bits, more than {INSN_BITS}")
         return specs
@@ -453,7 +608,7 @@ HEADER_LAYOUT = data.StructLayout(
 )
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.LOAD, "load", ("pop_prev", "push_prev"))
 class Load(Instruction):
     """Strided 3-D read from DRAM into INP, WGT or PRM with padding inserted on the fly.
 
@@ -462,24 +617,6 @@ class Load(Instruction):
     ``Hp = y_size + pad_top + pad_bottom`` and ``Wp = x_size + pad_left + pad_right``; the
     padding words of that dense Hp x Wp block per plane get ``pad_value`` in every byte.
     """
-
-    OPCODE: ClassVar[Opcode] = Opcode.LOAD
-    UNIT: ClassVar[str] = "load"
-    FORBIDDEN_FLAGS: ClassVar[tuple[str, ...]] = ("pop_prev", "push_prev")
-
-    buf: int = _f(2, 0, 2, doc="destination buffer: 0 INP, 1 WGT, 2 PRM")
-    sram_base: int = _f(_S, doc="first destination word")
-    dram_addr: int = _f(DRAM_ADDR_BITS, doc="byte address of element (0,0,0); a multiple of B")
-    x_size: int = _f(16, 1, doc="elements per row (" + _SIZE + ")", default=1)
-    y_size: int = _f(16, 1, doc="rows per plane", default=1)
-    z_size: int = _f(16, 1, doc="planes", default=1)
-    y_stride: int = _f(32, doc="elements between row starts in DRAM")
-    z_stride: int = _f(32, doc="elements between plane starts in DRAM")
-    pad_top: int = _f(4, doc="padding rows above")
-    pad_bottom: int = _f(4, doc="padding rows below")
-    pad_left: int = _f(4, doc="padding columns left")
-    pad_right: int = _f(4, doc="padding columns right")
-    pad_value: int = _f(8, signed_=True, doc="int8 written into every byte of a padding word")
 
     @property
     def buf_name(self) -> str:
@@ -500,21 +637,9 @@ class Load(Instruction):
         self._check_sram(hw, self.buf_name, "sram_base", self.sram_base, self.padded_words)
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.STORE, "store", ("pop_next", "push_next"))
 class Store(Instruction):
     """Strided 3-D write of densely stored OUT words to DRAM (C valid bytes per element)."""
-
-    OPCODE: ClassVar[Opcode] = Opcode.STORE
-    UNIT: ClassVar[str] = "store"
-    FORBIDDEN_FLAGS: ClassVar[tuple[str, ...]] = ("pop_next", "push_next")
-
-    sram_base: int = _f(_S, doc="first OUT word")
-    dram_addr: int = _f(DRAM_ADDR_BITS, doc="byte address of element (0,0,0); a multiple of B")
-    x_size: int = _f(16, 1, doc="elements per row", default=1)
-    y_size: int = _f(16, 1, doc="rows per plane", default=1)
-    z_size: int = _f(16, 1, doc="planes", default=1)
-    y_stride: int = _f(32, doc="elements between row starts in DRAM")
-    z_stride: int = _f(32, doc="elements between plane starts in DRAM")
 
     def _check_hw(self, hw: HardwareParams) -> None:
         if self.dram_addr % hw.bytes_per_beat:
@@ -534,31 +659,9 @@ def _check_act(insn: Instruction) -> None:
         )
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.CONV, "compute")
 class Conv(Instruction):
     """One output-channel block of a convolution (see "Semantics" in ``docs/isa.md``)."""
-
-    OPCODE: ClassVar[Opcode] = Opcode.CONV
-    UNIT: ClassVar[str] = "compute"
-
-    inp_base: int = _f(_S, doc="INP word of input pixel (0,0) of channel block 0")
-    wgt_base: int = _f(_S, doc="first WGT word")
-    prm_base: int = _f(_S, doc="PRM word with the C lanes' bias/M/M_neg/S")
-    out_base: int = _f(_S, doc="OUT word of output pixel (0,0)")
-    in_w: int = _f(16, 1, doc="INP words per input row", default=1)
-    in_plane: int = _f(_S, doc="INP words per input channel block")
-    out_h: int = _f(16, 1, doc="output rows", default=1)
-    out_w: int = _f(16, 1, doc="output columns", default=1)
-    kh: int = _f(5, 1, doc="kernel rows 1..31", default=1)
-    kw: int = _f(5, 1, doc="kernel columns 1..31", default=1)
-    stride_y: int = _f(3, 1, doc="1..7", default=1)
-    stride_x: int = _f(3, 1, doc="1..7", default=1)
-    dil_y: int = _f(3, 1, doc="1..7", default=1)
-    dil_x: int = _f(3, 1, doc="1..7", default=1)
-    cin_blocks: int = _f(16, 1, doc="input channel blocks accumulated", default=1)
-    zp_out: int = _f(8, signed_=True, doc="output zero point")
-    act_min: int = _f(8, signed_=True, doc="lower clamp (ReLU: zp_out)", default=-128)
-    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
 
     def _check_cross_fields(self) -> None:
         _check_act(self)
@@ -575,30 +678,9 @@ class Conv(Instruction):
         self._check_sram(hw, "OUT", "out_base", self.out_base, self.out_h * self.out_w)
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.POOL, "compute")
 class Pool(Instruction):
     """Max or average pooling of ``z_size`` channel-block planes (see "Semantics" in ``docs/isa.md``)."""
-
-    OPCODE: ClassVar[Opcode] = Opcode.POOL
-    UNIT: ClassVar[str] = "compute"
-
-    inp_base: int = _f(_S, doc="INP word of pixel (0,0) of plane 0")
-    out_base: int = _f(_S, doc="OUT word of pixel (0,0) of plane 0")
-    prm_base: int = _f(_S, doc="PRM word of plane 0 (AVG only)")
-    in_w: int = _f(16, 1, doc="INP words per input row", default=1)
-    in_plane: int = _f(_S, doc="INP words per plane")
-    out_h: int = _f(16, 1, doc="output rows", default=1)
-    out_w: int = _f(16, 1, doc="output columns", default=1)
-    kh: int = _f(5, 1, doc="window rows 1..31", default=1)
-    kw: int = _f(5, 1, doc="window columns 1..31", default=1)
-    stride_y: int = _f(3, 1, doc="1..7", default=1)
-    stride_x: int = _f(3, 1, doc="1..7", default=1)
-    z_size: int = _f(16, 1, doc="channel-block planes", default=1)
-    mode: int = _f(1, doc="0 MAX, 1 AVG")
-    zp_in: int = _f(8, signed_=True, doc="input zero point (AVG)")
-    zp_out: int = _f(8, signed_=True, doc="output zero point (AVG)")
-    act_min: int = _f(8, signed_=True, doc="lower clamp", default=-128)
-    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
 
     def _check_cross_fields(self) -> None:
         _check_act(self)
@@ -613,7 +695,7 @@ class Pool(Instruction):
             self._check_sram(hw, "PRM", "prm_base", self.prm_base, self.z_size)
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.ADD, "compute")
 class Add(Instruction):
     """Element-wise add of two densely stored INP tensors of ``count`` words (adder module).
 
@@ -625,22 +707,6 @@ class Add(Instruction):
     which is ``requantize(acc, 1, shift, zp_out, act_min, act_max)`` (``dlproc.targets.golden.ops.add``).
     """
 
-    OPCODE: ClassVar[Opcode] = Opcode.ADD
-    UNIT: ClassVar[str] = "compute"
-
-    inp_a: int = _f(_S, doc="INP word of element 0 of operand a")
-    inp_b: int = _f(_S, doc="INP word of element 0 of operand b")
-    out_base: int = _f(_S, doc="OUT word of element 0 of the result")
-    count: int = _f(_S + 1, 1, doc="words (pixels x channel blocks) added", default=1)
-    za: int = _f(8, signed_=True, doc="zero point of a")
-    zb: int = _f(8, signed_=True, doc="zero point of b")
-    ma: int = _f(MULT_BITS, doc="multiplier of a (< 2**15)")
-    mb: int = _f(MULT_BITS, doc="multiplier of b (< 2**15)")
-    shift: int = _f(6, 0, MAX_SHIFT, doc=f"common right shift 0..{MAX_SHIFT}")
-    zp_out: int = _f(8, signed_=True, doc="output zero point")
-    act_min: int = _f(8, signed_=True, doc="lower clamp (ReLU: zp_out)", default=-128)
-    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
-
     def _check_cross_fields(self) -> None:
         _check_act(self)
 
@@ -650,7 +716,7 @@ class Add(Instruction):
         self._check_sram(hw, "OUT", "out_base", self.out_base, self.count)
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.UPSAMPLE, "compute")
 class Upsample(Instruction):
     """Nearest-neighbour upsample of ``z_size`` INP planes into dense OUT planes (segmentation block).
 
@@ -662,19 +728,6 @@ class Upsample(Instruction):
     (``dlproc.targets.golden.ops.upsample_nearest`` for a tile whose origin is a multiple of the scale).
     """
 
-    OPCODE: ClassVar[Opcode] = Opcode.UPSAMPLE
-    UNIT: ClassVar[str] = "compute"
-
-    inp_base: int = _f(_S, doc="INP word of input pixel (0,0) of plane 0")
-    out_base: int = _f(_S, doc="OUT word of output pixel (0,0) of plane 0")
-    in_w: int = _f(16, 1, doc="INP words per input row", default=1)
-    in_plane: int = _f(_S, doc="INP words per input plane")
-    out_h: int = _f(16, 1, doc="output rows", default=1)
-    out_w: int = _f(16, 1, doc="output columns", default=1)
-    scale_y: int = _f(4, 1, doc="row repeat 1..15", default=1)
-    scale_x: int = _f(4, 1, doc="column repeat 1..15", default=1)
-    z_size: int = _f(16, 1, doc="planes", default=1)
-
     def _check_hw(self, hw: HardwareParams) -> None:
         last = (self.inp_base + (self.z_size - 1) * self.in_plane
                 + ((self.out_h - 1) // self.scale_y) * self.in_w + (self.out_w - 1) // self.scale_x)
@@ -682,7 +735,7 @@ class Upsample(Instruction):
         self._check_sram(hw, "OUT", "out_base", self.out_base, self.z_size * self.out_h * self.out_w)
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.LRNTAB, "compute")
 class LrnTab(Instruction):
     """Load ``count`` PRM words into the LRN block's multiplier table (LRN block).
 
@@ -693,13 +746,6 @@ class LrnTab(Instruction):
     every C), so only the first entry of every word must lie inside the table.
     """
 
-    OPCODE: ClassVar[Opcode] = Opcode.LRNTAB
-    UNIT: ClassVar[str] = "compute"
-
-    prm_base: int = _f(_S, doc="first PRM word")
-    tab_base: int = _f(11, 0, LRN_TABLE_SIZE - 1, doc=f"first table entry 0..{LRN_TABLE_SIZE - 1}")
-    count: int = _f(16, 1, doc="PRM words copied", default=1)
-
     def _check_hw(self, hw: HardwareParams) -> None:
         self._check_sram(hw, "PRM", "prm_base", self.prm_base, self.count)
         if self.tab_base + (self.count - 1) * hw.c >= LRN_TABLE_SIZE:
@@ -708,7 +754,7 @@ class LrnTab(Instruction):
                 f"the LRN table (allowed 0..{LRN_TABLE_SIZE - 1})")
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.LRN, "compute")
 class Lrn(Instruction):
     """Cross-channel LRN of ``n_pix`` pixels x ``cin_blocks`` channel blocks (LRN block).
 
@@ -722,21 +768,6 @@ class Lrn(Instruction):
     with (M, S) the LRN table entry i (``dlproc.targets.golden.ops.lrn``).
     """
 
-    OPCODE: ClassVar[Opcode] = Opcode.LRN
-    UNIT: ClassVar[str] = "compute"
-
-    inp_base: int = _f(_S, doc="INP word of pixel 0 of channel block 0")
-    out_base: int = _f(_S, doc="OUT word of pixel 0 of channel block 0")
-    in_plane: int = _f(_S, doc="INP words per channel block")
-    n_pix: int = _f(_S, 1, doc="pixels (dense in INP and OUT)", default=1)
-    cin_blocks: int = _f(16, 1, doc="channel blocks of every pixel", default=1)
-    channels: int = _f(16, doc="valid channels (squares of channels >= channels count as 0)")
-    size: int = _f(5, 1, LRN_MAX_SIZE, doc=f"window 1..{LRN_MAX_SIZE} channels", default=1)
-    zp_in: int = _f(8, signed_=True, doc="input zero point")
-    zp_out: int = _f(8, signed_=True, doc="output zero point")
-    act_min: int = _f(8, signed_=True, doc="lower clamp", default=-128)
-    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
-
     def _check_cross_fields(self) -> None:
         _check_act(self)
 
@@ -749,20 +780,13 @@ class Lrn(Instruction):
 SOFTMAX_TABLE_SIZE = 256  #: exp table entries, t = max - x = 0..255
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.SMXTAB, "compute")
 class SmxTab(Instruction):
     """Load ``count`` PRM words into the softmax block's exp table (softmax block).
 
     The bias field of lane l of PRM word ``prm_base + w`` becomes entry ``tab_base + w*C + l`` (it
     must be in 0..2**20, ``numerics.SOFTMAX_EXP_BITS``); lanes beyond entry 255 are ignored.
     """
-
-    OPCODE: ClassVar[Opcode] = Opcode.SMXTAB
-    UNIT: ClassVar[str] = "compute"
-
-    prm_base: int = _f(_S, doc="first PRM word")
-    tab_base: int = _f(8, doc="first table entry 0..255")
-    count: int = _f(16, 1, doc="PRM words copied", default=1)
 
     def _check_hw(self, hw: HardwareParams) -> None:
         self._check_sram(hw, "PRM", "prm_base", self.prm_base, self.count)
@@ -772,7 +796,7 @@ class SmxTab(Instruction):
                 f"the exp table (allowed 0..{SOFTMAX_TABLE_SIZE - 1})")
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.SOFTMAX, "compute")
 class Softmax(Instruction):
     """Integer softmax over the ``channels`` channels of each of ``n_pix`` pixels (softmax block).
 
@@ -782,23 +806,13 @@ class Softmax(Instruction):
     (``dlproc.targets.golden.ops.softmax_int8``); lanes of channels >= ``channels`` get -128.
     """
 
-    OPCODE: ClassVar[Opcode] = Opcode.SOFTMAX
-    UNIT: ClassVar[str] = "compute"
-
-    inp_base: int = _f(_S, doc="INP word of pixel 0 of channel block 0")
-    out_base: int = _f(_S, doc="OUT word of pixel 0 of channel block 0")
-    in_plane: int = _f(_S, doc="INP words per channel block")
-    n_pix: int = _f(_S, 1, doc="pixels (dense in INP and OUT)", default=1)
-    cin_blocks: int = _f(16, 1, doc="channel blocks of every pixel", default=1)
-    channels: int = _f(12, 1, SOFTMAX_MAX_CHANNELS, doc=f"channels 1..{SOFTMAX_MAX_CHANNELS}", default=1)
-
     def _check_hw(self, hw: HardwareParams) -> None:
         last = self.inp_base + (self.cin_blocks - 1) * self.in_plane + self.n_pix - 1
         self._check_sram(hw, "INP", "inp_base", self.inp_base, last - self.inp_base + 1)
         self._check_sram(hw, "OUT", "out_base", self.out_base, self.cin_blocks * self.n_pix)
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.FC, "compute")
 class Fc(Instruction):
     """One tile of a fully connected layer: ``n_out`` outputs over ``n_in`` inputs (fc module).
 
@@ -820,20 +834,6 @@ class Fc(Instruction):
 
     ``dlproc.targets.golden.ops.fully_connected`` is the same computation on whole vectors.
     """
-
-    OPCODE: ClassVar[Opcode] = Opcode.FC
-    UNIT: ClassVar[str] = "compute"
-
-    inp_base: int = _f(_S, doc="INP word of x element 0 (load_x)")
-    wgt_base: int = _f(_S, doc="WGT word of the first weight slice")
-    prm_base: int = _f(_S, doc="PRM word of outputs 0..C-1")
-    out_base: int = _f(_S, doc="OUT word of outputs 0..C-1")
-    n_in: int = _f(24, 1, doc="inputs (x elements) per output", default=1)
-    n_out: int = _f(16, 1, doc="outputs of this tile (<= fc.OutputMemorySize)", default=1)
-    load_x: int = _f(1, doc="1: copy x from INP into the x buffer first")
-    zp_out: int = _f(8, signed_=True, doc="output zero point")
-    act_min: int = _f(8, signed_=True, doc="lower clamp (ReLU: zp_out)", default=-128)
-    act_max: int = _f(8, signed_=True, doc="upper clamp", default=127)
 
     def _check_cross_fields(self) -> None:
         _check_act(self)
@@ -860,15 +860,9 @@ class Fc(Instruction):
         self._check_sram(hw, "OUT", "out_base", self.out_base, blocks)
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.MARK, "store", ("pop_next", "push_next"))
 class Mark(Instruction):
     """Latch the cycle counter into profile entry ``index`` once all earlier stores completed."""
-
-    OPCODE: ClassVar[Opcode] = Opcode.MARK
-    UNIT: ClassVar[str] = "store"
-    FORBIDDEN_FLAGS: ClassVar[tuple[str, ...]] = ("pop_next", "push_next")
-
-    index: int = _f(16, doc="profile entry 0..profile_depth-1")
 
     def _check_hw(self, hw: HardwareParams) -> None:
         if self.index >= hw.profile_depth:
@@ -877,12 +871,9 @@ class Mark(Instruction):
             )
 
 
-@dataclass(kw_only=True)
+@_instruction(Opcode.FINISH, "compute")
 class Finish(Instruction):
     """End of program: DONE is set when the compute unit reaches it and every unit is idle."""
-
-    OPCODE: ClassVar[Opcode] = Opcode.FINISH
-    UNIT: ClassVar[str] = "compute"
 
 
 INSTRUCTION_CLASSES: dict[Opcode, type[Instruction]] = {
@@ -899,19 +890,9 @@ INSN_LAYOUT = data.UnionLayout(
     {"header": HEADER_LAYOUT, "raw": unsigned(INSN_BITS)}
     | {op.name.lower(): cls.layout() for op, cls in INSTRUCTION_CLASSES.items()}
 )
+#: The two DMA units' views of the word (the engines take their command layouts from ``field_specs``).
 LOAD_LAYOUT = Load.layout()
 STORE_LAYOUT = Store.layout()
-CONV_LAYOUT = Conv.layout()
-POOL_LAYOUT = Pool.layout()
-MARK_LAYOUT = Mark.layout()
-FINISH_LAYOUT = Finish.layout()
-ADD_LAYOUT = Add.layout()
-UPSAMPLE_LAYOUT = Upsample.layout()
-LRNTAB_LAYOUT = LrnTab.layout()
-LRN_LAYOUT = Lrn.layout()
-SMXTAB_LAYOUT = SmxTab.layout()
-SOFTMAX_LAYOUT = Softmax.layout()
-FC_LAYOUT = Fc.layout()
 
 
 def decode(raw: bytes) -> Instruction:
