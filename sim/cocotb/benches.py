@@ -52,7 +52,7 @@ from dlproc.hardware.gateware.add import AddEngine
 from dlproc.hardware.gateware.buffers import addr_bits, word_layout, write_port_signature
 from dlproc.hardware.gateware.conv import ConvEngine
 from dlproc.hardware.gateware.lrn import LrnEngine
-from dlproc.hardware.gateware.output_stage import OutputStage, _output_signature
+from dlproc.hardware.gateware.output_stage import OutputStage, output_signature
 from dlproc.hardware.gateware.pool import PoolEngine
 from dlproc.hardware.gateware.softmax import SoftmaxEngine
 from dlproc.hardware.gateware.upsample import UpsampleEngine
@@ -105,7 +105,7 @@ class EngineBench(wiring.Component):
         for buf in self.buffers:
             ports[f"{buf.lower()}_w"] = Out(write_port_signature(hw, buf))
         tag_bits = len(self.engine.ost.tag)
-        ports["out"] = Out(_output_signature(hw.c, addr_bits(hw, "OUT"), tag_bits))
+        ports["out"] = Out(output_signature(hw.c, addr_bits(hw, "OUT"), tag_bits))
         ports |= {"busy": Out(1), "error": Out(1), "error_code": Out(4)}
         if "mac_active" in members:
             ports["mac_active"] = Out(1)

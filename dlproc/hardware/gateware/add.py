@@ -23,15 +23,13 @@ or the result reaching beyond its buffer gives SRAM_RANGE.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data, wiring
 
 from dlproc.hardware import isa
 from dlproc.hardware.numerics import MAX_SHIFT, MULT_BITS
 
-from dlproc.hardware.gateware.conv import TAG_BITS, _read_port, inp_word_layout
-from dlproc.hardware.gateware.engine import EngineCommand
-from dlproc.hardware.gateware.output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature
+from dlproc.hardware.gateware.engine import TAG_BITS, buffer_addr_bits, engine_signature, EngineCommand
+from dlproc.hardware.gateware.output_stage import REQUANT_LANE
 
 __all__ = ["ADD_CMD_LAYOUT", "AddEngine"]
 
@@ -49,16 +47,9 @@ class AddEngine(wiring.Component):
     def __init__(self, hw: isa.HardwareParams) -> None:
         self.hw = hw
         self.c = hw.c
-        self.inp_bits = max(1, (hw.inp_depth - 1).bit_length())
-        self.out_bits = max(1, (hw.out_depth - 1).bit_length())
-        super().__init__({
-            "cmd": In(stream.Signature(ADD_CMD_LAYOUT)),
-            "inp": Out(_read_port(self.inp_bits, inp_word_layout(self.c))),
-            "ost": Out(_ostage_input_signature(self.c, self.out_bits, 1 + TAG_BITS)),
-            "busy": Out(1),
-            "error": Out(1),
-            "error_code": Out(4),
-        })
+        self.inp_bits = buffer_addr_bits(hw, "inp")
+        self.out_bits = buffer_addr_bits(hw, "out")
+        super().__init__(engine_signature(hw, {"cmd": ADD_CMD_LAYOUT}, ("inp",)))
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -59,7 +59,8 @@ from amaranth.lib.wiring import In, Out
 from dlproc.hardware import isa
 
 from dlproc.hardware.gateware.lrn import LrnEngine
-from dlproc.hardware.gateware.conv import CONV_CMD_LAYOUT, ConvEngine, _read_port, inp_word_layout, wgt_word_layout
+from dlproc.hardware.gateware.engine import buffer_addr_bits, inp_word_layout, read_port, wgt_word_layout
+from dlproc.hardware.gateware.conv import CONV_CMD_LAYOUT, ConvEngine
 from dlproc.hardware.gateware.add import AddEngine
 from dlproc.hardware.gateware.fc import FcEngine
 from dlproc.hardware.gateware.output_stage import OutputStage, out_word_layout, prm_word_layout
@@ -110,15 +111,15 @@ class ComputeUnit(wiring.Component):
         self.hw = hw
         self.c = hw.c
         self.acc_depth = default_acc_depth(hw) if acc_depth is None else acc_depth
-        self.inp_bits = max(1, (hw.inp_depth - 1).bit_length())
-        self.wgt_bits = max(1, (hw.wgt_depth - 1).bit_length())
-        self.prm_bits = max(1, (hw.prm_depth - 1).bit_length())
-        self.out_bits = max(1, (hw.out_depth - 1).bit_length())
+        self.inp_bits = buffer_addr_bits(hw, "inp")
+        self.wgt_bits = buffer_addr_bits(hw, "wgt")
+        self.prm_bits = buffer_addr_bits(hw, "prm")
+        self.out_bits = buffer_addr_bits(hw, "out")
         super().__init__({
             "insn": In(stream.Signature(isa.INSN_LAYOUT)),
-            "inp": Out(_read_port(self.inp_bits, inp_word_layout(self.c))),
-            "wgt": Out(_read_port(self.wgt_bits, wgt_word_layout(self.c))),
-            "prm": Out(_read_port(self.prm_bits, prm_word_layout(self.c))),
+            "inp": Out(read_port(self.inp_bits, inp_word_layout(self.c))),
+            "wgt": Out(read_port(self.wgt_bits, wgt_word_layout(self.c))),
+            "prm": Out(read_port(self.prm_bits, prm_word_layout(self.c))),
             "out": Out(memory.WritePort.Signature(addr_width=self.out_bits,
                                                   shape=out_word_layout(self.c)).flip()),
             "tok_l2c_valid": In(1),

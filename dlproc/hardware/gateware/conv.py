@@ -65,32 +65,22 @@ from __future__ import annotations
 import math
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
-from amaranth.lib import data, memory, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data, memory, wiring
 
 from dlproc.hardware import isa
 
-from dlproc.hardware.gateware.engine import EngineCommand
+from dlproc.hardware.gateware.engine import (TAG_BITS, EngineCommand, as_bounded, bounded_add, buffer_addr_bits,
+                                             engine_signature, inp_word_layout, wgt_word_layout)
 from dlproc.hardware.gateware.output_stage import (
     REQUANT_LANE,
-    _input_signature as _ostage_input_signature,
-    out_word_layout,
-    prm_word_layout,
     requant_params_ok,
 )
 
 __all__ = [
     "CONV_CMD_LAYOUT",
-    "TAG_BITS",
     "ConvEngine",
-    "inp_word_layout",
-    "wgt_word_layout",
     "acc_pipeline_stages",
 ]
-
-#: Bits of the opaque tag a command carries to its last output-stage item (the compute unit
-#: puts the push_prev/push_next flags there, so the tokens are given when the tile is in OUT).
-TAG_BITS = 2
 
 #: A CONV command: the instruction fields exactly as ``dlproc.hardware.isa`` encodes them, plus the tag.
 CONV_CMD_LAYOUT = data.StructLayout(
@@ -98,46 +88,10 @@ CONV_CMD_LAYOUT = data.StructLayout(
 )
 
 
-def inp_word_layout(c: int) -> data.ArrayLayout:
-    """An INP word: C int8 lanes (pixel x channel block), lane i = channel cb*C + i."""
-    return out_word_layout(c)
-
-
-def wgt_word_layout(c: int) -> data.ArrayLayout:
-    """A WGT word: ``[co][ci]`` int8, byte co*C + ci."""
-    return data.ArrayLayout(data.ArrayLayout(signed(8), c), c)
-
-
 def acc_pipeline_stages(c: int) -> int:
     """The accumulate stage Ss: cycles from the INP read to the ACC write of the same pixel."""
     levels = math.ceil(math.log2(c)) if c > 1 else 0
     return 3 + math.ceil(levels / 2)
-
-
-def _bounded(value: Value, bits: int) -> Value:
-    """``value`` as a bounded address ``Cat(low, beyond)``: its low ``bits`` bits and whether it
-    is >= 2**bits."""
-    value = Value.cast(value)
-    if len(value) <= bits:
-        return Cat(value, Const(0, bits - len(value)), Const(0))
-    return Cat(value[:bits], value[bits:].any())
-
-
-def _bounded_add(base: data.View, step: Value) -> Value:
-    """``base + step`` for bounded addresses (``step`` as :func:`_bounded` forms it): the low bits
-    wrap exactly as the full-width sum's would, and ``beyond`` is sticky, since the steps are
-    non-negative a sum that left the buffer's power-of-two range never comes back. Range checks
-    then see ``beyond | (low >= depth)``, the full-width compare, with a ``bits``-wide carry
-    chain instead of the 38 bits that the largest address an encodable CONV forms needs."""
-    bits = len(base.low)
-    step = Value.cast(step)
-    total = base.low + step[:bits]
-    return Cat(total[:bits], base.beyond | step[bits] | total[bits])
-
-
-def _read_port(addr_bits: int, shape) -> wiring.Signature:
-    """A synchronous read port seen from its user: ``addr``/``en`` out, ``data`` in (1 cycle)."""
-    return memory.ReadPort.Signature(addr_width=addr_bits, shape=shape).flip()
 
 
 class ConvEngine(wiring.Component):
@@ -159,23 +113,13 @@ class ConvEngine(wiring.Component):
         self.hw = hw
         self.c = hw.c
         self.acc_depth = acc_depth
-        self.inp_bits = max(1, (hw.inp_depth - 1).bit_length())
-        self.wgt_bits = max(1, (hw.wgt_depth - 1).bit_length())
-        self.prm_bits = max(1, (hw.prm_depth - 1).bit_length())
-        self.out_bits = max(1, (hw.out_depth - 1).bit_length())
+        self.inp_bits = buffer_addr_bits(hw, "inp")
+        self.wgt_bits = buffer_addr_bits(hw, "wgt")
+        self.prm_bits = buffer_addr_bits(hw, "prm")
+        self.out_bits = buffer_addr_bits(hw, "out")
         self.acc_bits = max(1, (acc_depth - 1).bit_length())
         self.stage_acc = acc_pipeline_stages(self.c)
-        super().__init__({
-            "cmd": In(stream.Signature(CONV_CMD_LAYOUT)),
-            "inp": Out(_read_port(self.inp_bits, inp_word_layout(self.c))),
-            "wgt": Out(_read_port(self.wgt_bits, wgt_word_layout(self.c))),
-            "prm": Out(_read_port(self.prm_bits, prm_word_layout(self.c))),
-            "ost": Out(_ostage_input_signature(self.c, self.out_bits, 1 + TAG_BITS)),
-            "busy": Out(1),
-            "mac_active": Out(1),
-            "error": Out(1),
-            "error_code": Out(4),
-        })
+        super().__init__(engine_signature(hw, {"cmd": CONV_CMD_LAYOUT}, ("inp", "wgt", "prm"), mac_active=True))
 
     # ------------------------------------------------------------------------------------------
     def elaborate(self, platform) -> Module:
@@ -239,7 +183,7 @@ class ConvEngine(wiring.Component):
         a = command.fields  # the instruction being swept
         slot = Signal()  # descriptor slot of the command being set up / swept
         # INP addresses are kept modulo 2**inp_bits plus a sticky "beyond" bit (see
-        # :func:`_bounded_add`): the exact address only matters while it is inside the buffer, and
+        # :func:`bounded_add` in engine.py): the exact address only matters while it is inside the buffer, and
         # a 13-bit adder is much shorter than the 38 bits an encodable CONV can reach.
         kb = self.inp_bits
         bounded = data.StructLayout({"low": unsigned(kb), "beyond": 1})
@@ -316,11 +260,11 @@ class ConvEngine(wiring.Component):
                     kx.eq(a.kw - 1), ky.eq(a.kh - 1), cb.eq(a.cin_blocks - 1),
                     last_ox.eq(a.out_w == 1), last_oy.eq(a.out_h == 1),
                     last_kx.eq(a.kw == 1), last_ky.eq(a.kh == 1), last_cb.eq(a.cin_blocks == 1),
-                    row_step.eq(_bounded(a.stride_y * a.in_w, kb)),
-                    ky_step.eq(_bounded(a.dil_y * a.in_w, kb)),
-                    cb_base.eq(_bounded(a.inp_base, kb)), ky_base.eq(_bounded(a.inp_base, kb)),
-                    tap_base.eq(_bounded(a.inp_base, kb)), row_base.eq(_bounded(a.inp_base, kb)),
-                    addr.eq(_bounded(a.inp_base, kb)), p.eq(0),
+                    row_step.eq(as_bounded(a.stride_y * a.in_w, kb)),
+                    ky_step.eq(as_bounded(a.dil_y * a.in_w, kb)),
+                    cb_base.eq(as_bounded(a.inp_base, kb)), ky_base.eq(as_bounded(a.inp_base, kb)),
+                    tap_base.eq(as_bounded(a.inp_base, kb)), row_base.eq(as_bounded(a.inp_base, kb)),
+                    addr.eq(as_bounded(a.inp_base, kb)), p.eq(0),
                     first_tap.eq(1), tap_start.eq(1),
                 ]
                 m.next = "SWEEP"
@@ -368,32 +312,32 @@ class ConvEngine(wiring.Component):
         def reload(left: Signal, last: Signal, m1: Signal, one: Signal) -> list:
             return [left.eq(m1), last.eq(one)]
 
-        stride_x = _bounded(a.stride_x, kb)
-        dil_x = _bounded(a.dil_x, kb)
-        in_plane = _bounded(a.in_plane, kb)
+        stride_x = as_bounded(a.stride_x, kb)
+        dil_x = as_bounded(a.dil_x, kb)
+        in_plane = as_bounded(a.in_plane, kb)
         with m.If(issue):
             with m.If(tap_start):
                 m.d.sync += [tap_start.eq(0), w_full.eq(0)]
             with m.If(~last_ox):
                 m.d.sync += count_down(ox, last_ox)
-                m.d.sync += [addr.eq(_bounded_add(addr, stride_x)), p.eq(p + 1)]
+                m.d.sync += [addr.eq(bounded_add(addr, stride_x)), p.eq(p + 1)]
             with m.Elif(~last_oy):
-                nxt = _bounded_add(row_base, row_step)
+                nxt = bounded_add(row_base, row_step)
                 m.d.sync += reload(ox, last_ox, ow_m1, ow_one) + count_down(oy, last_oy)
                 m.d.sync += [row_base.eq(nxt), addr.eq(nxt), p.eq(p + 1)]
             with m.Else():
                 m.d.sync += reload(ox, last_ox, ow_m1, ow_one) + reload(oy, last_oy, oh_m1, oh_one)
                 m.d.sync += [p.eq(0), tap_start.eq(1), first_tap.eq(0)]
                 with m.If(~last_kx):
-                    nxt = _bounded_add(tap_base, dil_x)
+                    nxt = bounded_add(tap_base, dil_x)
                     m.d.sync += count_down(kx, last_kx)
                     m.d.sync += [tap_base.eq(nxt), row_base.eq(nxt), addr.eq(nxt)]
                 with m.Elif(~last_ky):
-                    nxt = _bounded_add(ky_base, ky_step)
+                    nxt = bounded_add(ky_base, ky_step)
                     m.d.sync += reload(kx, last_kx, kw_m1, kw_one) + count_down(ky, last_ky)
                     m.d.sync += [ky_base.eq(nxt), tap_base.eq(nxt), row_base.eq(nxt), addr.eq(nxt)]
                 with m.Elif(~last_cb):
-                    nxt = _bounded_add(cb_base, in_plane)
+                    nxt = bounded_add(cb_base, in_plane)
                     m.d.sync += (reload(kx, last_kx, kw_m1, kw_one) + reload(ky, last_ky, kh_m1, kh_one)
                                  + count_down(cb, last_cb))
                     m.d.sync += [cb_base.eq(nxt), ky_base.eq(nxt), tap_base.eq(nxt),

@@ -27,17 +27,88 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
-from amaranth.lib import data, stream, wiring
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from dlproc.hardware import isa
+from dlproc.hardware.gateware.output_stage import input_signature as output_stage_input, out_word_layout, prm_word_layout
 
-__all__ = ["EngineCommand", "RangeCheck"]
+__all__ = ["TAG_BITS", "EngineCommand", "RangeCheck", "inp_word_layout", "wgt_word_layout", "read_port", "as_bounded",
+           "bounded_add", "buffer_addr_bits", "engine_signature"]
 
 #: ``(end, limit)``: out of range when ``end(fields) > limit``; ``end`` maps the command's fields
 #: (a ``data.View`` of its layout) to a Value formed without wrapping.
 RangeCheck = tuple[Callable[[data.View], Value], int]
+
+
+# --------------------------------------------------------------------------------------------
+# What every engine shares: the command tag, the buffer words, read ports and bounded addresses
+
+#: Bits of the opaque tag a command carries to its last output-stage item (the compute unit
+#: puts the push_prev/push_next flags there, so the tokens are given when the tile is in OUT).
+TAG_BITS = 2
+
+def inp_word_layout(c: int) -> data.ArrayLayout:
+    """An INP word: C int8 lanes (pixel x channel block), lane i = channel cb*C + i."""
+    return out_word_layout(c)
+
+
+def wgt_word_layout(c: int) -> data.ArrayLayout:
+    """A WGT word: ``[co][ci]`` int8, byte co*C + ci."""
+    return data.ArrayLayout(data.ArrayLayout(signed(8), c), c)
+
+
+def as_bounded(value: Value, bits: int) -> Value:
+    """``value`` as a bounded address ``Cat(low, beyond)``: its low ``bits`` bits and whether it
+    is >= 2**bits."""
+    value = Value.cast(value)
+    if len(value) <= bits:
+        return Cat(value, Const(0, bits - len(value)), Const(0))
+    return Cat(value[:bits], value[bits:].any())
+
+
+def bounded_add(base: data.View, step: Value) -> Value:
+    """``base + step`` for bounded addresses (``step`` as :func:`as_bounded` forms it): the low bits
+    wrap exactly as the full-width sum's would, and ``beyond`` is sticky, since the steps are
+    non-negative a sum that left the buffer's power-of-two range never comes back. Range checks
+    then see ``beyond | (low >= depth)``, the full-width compare, with a ``bits``-wide carry
+    chain instead of the 38 bits that the largest address an encodable CONV forms needs."""
+    bits = len(base.low)
+    step = Value.cast(step)
+    total = base.low + step[:bits]
+    return Cat(total[:bits], base.beyond | step[bits] | total[bits])
+
+
+def read_port(addr_bits: int, shape) -> wiring.Signature:
+    """A synchronous read port seen from its user: ``addr``/``en`` out, ``data`` in (1 cycle)."""
+    return memory.ReadPort.Signature(addr_width=addr_bits, shape=shape).flip()
+
+
+def buffer_addr_bits(hw: isa.HardwareParams, buf: str) -> int:
+    """Word-address bits of an on-chip buffer (``"inp"``, ``"wgt"``, ``"prm"`` or ``"out"``)."""
+    return max(1, (getattr(hw, f"{buf}_depth") - 1).bit_length())
+
+
+_BUFFER_WORDS = {"inp": inp_word_layout, "wgt": wgt_word_layout, "prm": prm_word_layout}
+
+
+def engine_signature(hw: isa.HardwareParams, commands: dict[str, data.Layout], reads: Sequence[str], *,
+                     mac_active: bool = False) -> dict[str, wiring.Member]:
+    """The ports every compute engine has, in one order: its command streams, read ports on the
+    buffers it reads (``reads``, in INP/WGT/PRM order), items for the shared output stage, and
+    ``busy`` (``mac_active`` for the engines whose multipliers the profile counts), ``error`` and
+    ``error_code``. The compute unit connects every engine the same way because they share this."""
+    ports: dict[str, wiring.Member] = {name: In(stream.Signature(layout)) for name, layout in commands.items()}
+    for buf in reads:
+        ports[buf] = Out(read_port(buffer_addr_bits(hw, buf), _BUFFER_WORDS[buf](hw.c)))
+    ports["ost"] = Out(output_stage_input(hw.c, buffer_addr_bits(hw, "out"), 1 + TAG_BITS))
+    ports["busy"] = Out(1)
+    if mac_active:
+        ports["mac_active"] = Out(1)
+    ports["error"] = Out(1)
+    ports["error_code"] = Out(4)
+    return ports
 
 
 class EngineCommand(wiring.Component):

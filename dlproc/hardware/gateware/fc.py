@@ -49,14 +49,12 @@ unit's ``fc_mac_active``, counted by the core's FC_MAC_ACTIVE performance counte
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
-from amaranth.lib import data, memory, stream, wiring
-from amaranth.lib.wiring import Out, In
+from amaranth.lib import data, memory, wiring
 
 from dlproc.hardware import isa
 
-from dlproc.hardware.gateware.conv import TAG_BITS, _read_port, inp_word_layout, wgt_word_layout
-from dlproc.hardware.gateware.engine import EngineCommand
-from dlproc.hardware.gateware.output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature, prm_word_layout, requant_params_ok
+from dlproc.hardware.gateware.engine import TAG_BITS, buffer_addr_bits, engine_signature, EngineCommand
+from dlproc.hardware.gateware.output_stage import REQUANT_LANE, requant_params_ok
 
 __all__ = ["FC_CMD_LAYOUT", "FcEngine", "fc_pipeline_depth"]
 
@@ -81,21 +79,11 @@ class FcEngine(wiring.Component):
         self.hw = hw
         self.c = hw.c
         self.f = hw.fc_lanes
-        self.inp_bits = max(1, (hw.inp_depth - 1).bit_length())
-        self.wgt_bits = max(1, (hw.wgt_depth - 1).bit_length())
-        self.prm_bits = max(1, (hw.prm_depth - 1).bit_length())
-        self.out_bits = max(1, (hw.out_depth - 1).bit_length())
-        super().__init__({
-            "cmd": In(stream.Signature(FC_CMD_LAYOUT)),
-            "inp": Out(_read_port(self.inp_bits, inp_word_layout(self.c))),
-            "wgt": Out(_read_port(self.wgt_bits, wgt_word_layout(self.c))),
-            "prm": Out(_read_port(self.prm_bits, prm_word_layout(self.c))),
-            "ost": Out(_ostage_input_signature(self.c, self.out_bits, 1 + TAG_BITS)),
-            "busy": Out(1),
-            "mac_active": Out(1),
-            "error": Out(1),
-            "error_code": Out(4),
-        })
+        self.inp_bits = buffer_addr_bits(hw, "inp")
+        self.wgt_bits = buffer_addr_bits(hw, "wgt")
+        self.prm_bits = buffer_addr_bits(hw, "prm")
+        self.out_bits = buffer_addr_bits(hw, "out")
+        super().__init__(engine_signature(hw, {"cmd": FC_CMD_LAYOUT}, ("inp", "wgt", "prm"), mac_active=True))
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -31,15 +31,13 @@ a PRM lane with M >= 2**15 or S > MAX_SHIFT gives ILLEGAL_FIELD when LRNTAB reac
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, memory, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data, memory, wiring
 
 from dlproc.hardware import isa
 from dlproc.hardware.numerics import LRN_MANT_BITS, LRN_MAX_SIZE, LRN_SUM_BITS, LRN_TABLE_SIZE, MAX_SHIFT, MULT_BITS
 
-from dlproc.hardware.gateware.conv import TAG_BITS, _read_port, inp_word_layout
-from dlproc.hardware.gateware.engine import EngineCommand
-from dlproc.hardware.gateware.output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature, prm_word_layout
+from dlproc.hardware.gateware.engine import TAG_BITS, buffer_addr_bits, engine_signature, EngineCommand
+from dlproc.hardware.gateware.output_stage import REQUANT_LANE, prm_word_layout
 
 __all__ = ["LRN_CMD_LAYOUT", "LRNTAB_CMD_LAYOUT", "LrnEngine", "window_blocks"]
 
@@ -64,19 +62,10 @@ class LrnEngine(wiring.Component):
     def __init__(self, hw: isa.HardwareParams) -> None:
         self.hw = hw
         self.c = hw.c
-        self.inp_bits = max(1, (hw.inp_depth - 1).bit_length())
-        self.prm_bits = max(1, (hw.prm_depth - 1).bit_length())
-        self.out_bits = max(1, (hw.out_depth - 1).bit_length())
-        super().__init__({
-            "cmd": In(stream.Signature(LRN_CMD_LAYOUT)),
-            "tab_cmd": In(stream.Signature(LRNTAB_CMD_LAYOUT)),
-            "inp": Out(_read_port(self.inp_bits, inp_word_layout(self.c))),
-            "prm": Out(_read_port(self.prm_bits, prm_word_layout(self.c))),
-            "ost": Out(_ostage_input_signature(self.c, self.out_bits, 1 + TAG_BITS)),
-            "busy": Out(1),
-            "error": Out(1),
-            "error_code": Out(4),
-        })
+        self.inp_bits = buffer_addr_bits(hw, "inp")
+        self.prm_bits = buffer_addr_bits(hw, "prm")
+        self.out_bits = buffer_addr_bits(hw, "out")
+        super().__init__(engine_signature(hw, {"cmd": LRN_CMD_LAYOUT, "tab_cmd": LRNTAB_CMD_LAYOUT}, ("inp", "prm")))
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -83,7 +83,7 @@ def requant_params_ok(lane: data.View) -> Value:
         lane.shift <= MAX_SHIFT)
 
 
-def _input_signature(c: int, addr_bits: int, tag_bits: int) -> wiring.Signature:
+def input_signature(c: int, addr_bits: int, tag_bits: int) -> wiring.Signature:
     return wiring.Signature({
         "valid": Out(1),
         "acc": Out(data.ArrayLayout(signed(32), c)),
@@ -96,7 +96,7 @@ def _input_signature(c: int, addr_bits: int, tag_bits: int) -> wiring.Signature:
     })
 
 
-def _output_signature(c: int, addr_bits: int, tag_bits: int) -> wiring.Signature:
+def output_signature(c: int, addr_bits: int, tag_bits: int) -> wiring.Signature:
     return wiring.Signature({
         "valid": Out(1),
         "data": Out(out_word_layout(c)),
@@ -119,8 +119,8 @@ class OutputStage(wiring.Component):
         self.addr_bits = addr_bits
         self.tag_bits = max(tag_bits, 1)
         super().__init__({
-            "i": In(_input_signature(c, addr_bits, tag_bits)),
-            "o": Out(_output_signature(c, addr_bits, tag_bits)),
+            "i": In(input_signature(c, addr_bits, tag_bits)),
+            "o": Out(output_signature(c, addr_bits, tag_bits)),
         })
 
     def elaborate(self, platform) -> Module:

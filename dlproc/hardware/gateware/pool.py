@@ -48,15 +48,13 @@ address beyond the buffer is found as before.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, memory, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data, memory, wiring
 
 from dlproc.hardware import isa
 from dlproc.hardware.numerics import MAX_SHIFT, MULT_BITS
 
-from dlproc.hardware.gateware.conv import TAG_BITS, _bounded, _bounded_add, _read_port, inp_word_layout
-from dlproc.hardware.gateware.engine import EngineCommand
-from dlproc.hardware.gateware.output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature, prm_word_layout
+from dlproc.hardware.gateware.engine import TAG_BITS, EngineCommand, as_bounded, bounded_add, buffer_addr_bits, engine_signature
+from dlproc.hardware.gateware.output_stage import REQUANT_LANE
 
 __all__ = ["COLUMN_BUFFER_DEPTH", "POOL_CMD_LAYOUT", "PoolEngine"]
 
@@ -82,18 +80,10 @@ class PoolEngine(wiring.Component):
         self.hw = hw
         self.c = hw.c
         self.acc_depth = acc_depth
-        self.inp_bits = max(1, (hw.inp_depth - 1).bit_length())
-        self.prm_bits = max(1, (hw.prm_depth - 1).bit_length())
-        self.out_bits = max(1, (hw.out_depth - 1).bit_length())
-        super().__init__({
-            "cmd": In(stream.Signature(POOL_CMD_LAYOUT)),
-            "inp": Out(_read_port(self.inp_bits, inp_word_layout(self.c))),
-            "prm": Out(_read_port(self.prm_bits, prm_word_layout(self.c))),
-            "ost": Out(_ostage_input_signature(self.c, self.out_bits, 1 + TAG_BITS)),
-            "busy": Out(1),
-            "error": Out(1),
-            "error_code": Out(4),
-        })
+        self.inp_bits = buffer_addr_bits(hw, "inp")
+        self.prm_bits = buffer_addr_bits(hw, "prm")
+        self.out_bits = buffer_addr_bits(hw, "out")
+        super().__init__(engine_signature(hw, {"cmd": POOL_CMD_LAYOUT}, ("inp", "prm")))
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -125,7 +115,7 @@ class PoolEngine(wiring.Component):
         cb_r = colbuf.read_port()  # synchronous, not transparent: a column is read after its write
 
         # Per command (SETUP): the row step and the column walk's skip over uncovered columns.
-        # INP addresses are bounded (see conv.py's :func:`_bounded_add`): the buffer address bits
+        # INP addresses are bounded (see conv.py's :func:`bounded_add` in engine.py): the buffer address bits
         # plus a sticky out-of-range bit, instead of the full width an encodable POOL can reach
         # (38 bits): exact range checks with a short carry chain.
         kb = self.inp_bits
@@ -181,11 +171,11 @@ class PoolEngine(wiring.Component):
             with m.State("SETUP"):
                 new_cols = Mux(a.stride_x < a.kw, a.stride_x, a.kw)
                 m.d.sync += [
-                    row_step.eq(_bounded(a.stride_y * a.in_w, kb)),
+                    row_step.eq(as_bounded(a.stride_y * a.in_w, kb)),
                     n_new.eq(new_cols), n_new_m1.eq(new_cols - 1),
                     skip.eq(Mux(a.stride_x > a.kw, a.stride_x - a.kw + 1, 1)),
                     back.eq(new_cols - a.kw),
-                    plane_base.eq(_bounded(a.inp_base, kb)), z.eq(0), q.eq(a.out_base), prm_addr.eq(a.prm_base),
+                    plane_base.eq(as_bounded(a.inp_base, kb)), z.eq(0), q.eq(a.out_base), prm_addr.eq(a.prm_base),
                 ]
                 m.next = "PLANE_PRM"
             with m.State("PLANE_PRM"):
@@ -224,7 +214,7 @@ class PoolEngine(wiring.Component):
                     with m.If(last_z):
                         m.next = "IDLE"
                     with m.Else():
-                        m.d.sync += [z.eq(z + 1), plane_base.eq(_bounded_add(plane_base, _bounded(a.in_plane, kb))),
+                        m.d.sync += [z.eq(z + 1), plane_base.eq(bounded_add(plane_base, as_bounded(a.in_plane, kb))),
                                      prm_addr.eq(prm_addr + 1)]
                         m.next = "PLANE_PRM"
 
@@ -238,19 +228,19 @@ class PoolEngine(wiring.Component):
         last_ky, last_j = ky == a.kh - 1, j == ncols_m1
         with m.If(rgo):
             with m.If(~last_ky):
-                m.d.sync += [ky.eq(ky + 1), addr.eq(_bounded_add(addr, _bounded(a.in_w, kb)))]
+                m.d.sync += [ky.eq(ky + 1), addr.eq(bounded_add(addr, as_bounded(a.in_w, kb)))]
             with m.Else():
                 m.d.sync += [ky.eq(0), ccol.eq(ccol + 1)]
                 with m.If(~last_j):
-                    nxt = _bounded_add(cbase, _bounded(Const(1, 1), kb))
+                    nxt = bounded_add(cbase, as_bounded(Const(1, 1), kb))
                     m.d.sync += [j.eq(j + 1), cbase.eq(nxt), addr.eq(nxt)]
                 with m.Else():
                     m.d.sync += [j.eq(0), pix.eq(pix + 1)]
                     with m.If(ox != a.out_w - 1):
-                        nxt = _bounded_add(cbase, _bounded(skip, kb))
+                        nxt = bounded_add(cbase, as_bounded(skip, kb))
                         m.d.sync += [ox.eq(ox + 1), ncols_m1.eq(n_new_m1), cbase.eq(nxt), addr.eq(nxt)]
                     with m.Elif(oy != a.out_h - 1):
-                        nxt = _bounded_add(orow_base, row_step)
+                        nxt = bounded_add(orow_base, row_step)
                         m.d.sync += [ox.eq(0), oy.eq(oy + 1), ncols_m1.eq(a.kw - 1), orow_base.eq(nxt),
                                      cbase.eq(nxt), addr.eq(nxt)]
                     with m.Else():

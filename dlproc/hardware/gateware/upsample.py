@@ -24,14 +24,12 @@ bound before executing; both stop with the same code.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import data, wiring
 
 from dlproc.hardware import isa
 
-from dlproc.hardware.gateware.conv import TAG_BITS, _bounded, _bounded_add, _read_port, inp_word_layout
-from dlproc.hardware.gateware.engine import EngineCommand
-from dlproc.hardware.gateware.output_stage import REQUANT_LANE, _input_signature as _ostage_input_signature
+from dlproc.hardware.gateware.engine import TAG_BITS, EngineCommand, as_bounded, bounded_add, buffer_addr_bits, engine_signature
+from dlproc.hardware.gateware.output_stage import REQUANT_LANE
 
 __all__ = ["UPSAMPLE_CMD_LAYOUT", "UpsampleEngine"]
 
@@ -46,16 +44,9 @@ class UpsampleEngine(wiring.Component):
     def __init__(self, hw: isa.HardwareParams) -> None:
         self.hw = hw
         self.c = hw.c
-        self.inp_bits = max(1, (hw.inp_depth - 1).bit_length())
-        self.out_bits = max(1, (hw.out_depth - 1).bit_length())
-        super().__init__({
-            "cmd": In(stream.Signature(UPSAMPLE_CMD_LAYOUT)),
-            "inp": Out(_read_port(self.inp_bits, inp_word_layout(self.c))),
-            "ost": Out(_ostage_input_signature(self.c, self.out_bits, 1 + TAG_BITS)),
-            "busy": Out(1),
-            "error": Out(1),
-            "error_code": Out(4),
-        })
+        self.inp_bits = buffer_addr_bits(hw, "inp")
+        self.out_bits = buffer_addr_bits(hw, "out")
+        super().__init__(engine_signature(hw, {"cmd": UPSAMPLE_CMD_LAYOUT}, ("inp",)))
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -75,7 +66,7 @@ class UpsampleEngine(wiring.Component):
         a = command.fields
         # The OUT address is checked when it is issued and grows by 1 per step from a checked one,
         # so 22 bits can never wrap before a check fails. The INP addresses are bounded as in the
-        # conv engine (conv._bounded_add: the buffer's address bits plus a sticky "beyond" bit).
+        # conv engine (engine.bounded_add: the buffer's address bits plus a sticky "beyond" bit).
         width = isa.SRAM_ADDR_BITS + 2
         kb = self.inp_bits
         bounded = data.StructLayout({"low": unsigned(kb), "beyond": 1})
@@ -100,7 +91,7 @@ class UpsampleEngine(wiring.Component):
                 with m.If(command.take):
                     m.next = "SETUP"
             with m.State("SETUP"):
-                base = _bounded(a.inp_base, kb)
+                base = as_bounded(a.inp_base, kb)
                 m.d.sync += [
                     z.eq(a.z_size - 1), oy.eq(a.out_h - 1), ox.eq(a.out_w - 1),
                     ry.eq(a.scale_y - 1), rx.eq(a.scale_x - 1),
@@ -136,7 +127,7 @@ class UpsampleEngine(wiring.Component):
                 m.d.sync += count_down(ox, last_ox)
                 with m.If(last_rx):
                     m.d.sync += reload(rx, last_rx, sx_m1, sx_one)
-                    m.d.sync += addr.eq(_bounded_add(addr, _bounded(Const(1, 1), kb)))
+                    m.d.sync += addr.eq(bounded_add(addr, as_bounded(Const(1, 1), kb)))
                 with m.Else():
                     m.d.sync += count_down(rx, last_rx)
             with m.Else():
@@ -144,12 +135,12 @@ class UpsampleEngine(wiring.Component):
                 with m.If(~last_oy):
                     m.d.sync += count_down(oy, last_oy)
                     with m.If(last_ry):
-                        nxt = _bounded_add(row_base, _bounded(a.in_w, kb))
+                        nxt = bounded_add(row_base, as_bounded(a.in_w, kb))
                         m.d.sync += reload(ry, last_ry, sy_m1, sy_one) + [row_base.eq(nxt), addr.eq(nxt)]
                     with m.Else():
                         m.d.sync += count_down(ry, last_ry) + [addr.eq(row_base)]
                 with m.Else():
-                    nxt = _bounded_add(plane_base, _bounded(a.in_plane, kb))
+                    nxt = bounded_add(plane_base, as_bounded(a.in_plane, kb))
                     m.d.sync += (reload(oy, last_oy, oh_m1, oh_one) + reload(ry, last_ry, sy_m1, sy_one)
                                  + count_down(z, last_z))
                     m.d.sync += [plane_base.eq(nxt), row_base.eq(nxt), addr.eq(nxt)]
