@@ -39,6 +39,8 @@ def register(subparsers: Any) -> None:
     src.add_argument("--preset", metavar="P", help="check the network against this preset")
     parser.add_argument("--profile", action="store_true", help="report per-layer cycles (last frame)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--report", metavar="FILE.html", type=Path,
+                        help="with --profile: also write the HTML report (dlproc report) of the network and profile")
     parser.add_argument("-o", "--output", metavar="Y.npy", required=True, type=Path, help="output file")
     parser.set_defaults(func=run)
 
@@ -53,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
     from .. import netfile
     from ..workflow import Workflow
 
+    if args.report is not None and not args.profile:
+        raise DlprocError("--report FILE.html needs --profile (the report compares the estimate with the profile)")
+    if args.report is not None:
+        from ..report.html import check_report_path
+        check_report_path(args.report)
     cn = netfile.load(args.network)
     config = None
     if args.config or args.preset:
@@ -77,6 +84,12 @@ def run(args: argparse.Namespace) -> int:
         np.savez(args.output, **y)
     else:
         np.save(args.output, y)
+    if args.report is not None:
+        from ..report import write_report
+
+        report = write_report(args.report, cn, wf.config, profile=prof)
+        if not args.json:
+            print(f"wrote {report}")
     if args.json:
         doc: dict[str, Any] = {"output": str(args.output)}
         if prof is not None:
