@@ -8,6 +8,8 @@ instruction set and registers), ``gateware`` (Amaranth), ``sim`` helpers, and th
 
 __version__ = "0.1.0"
 
+from . import errors  # noqa: E402,F401 - dlproc.errors.DlprocError without a separate import (tiny, no deps)
+
 # The scripting API (dlproc.api), loaded on first use so that `dlproc --help` and modules that
 # only need part of the package do not import NumPy, ONNX and the compiler.
 _API = ("ProcessorConfig", "Workflow", "build_processor", "quantize")
