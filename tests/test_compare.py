@@ -41,7 +41,7 @@ def test_healthy_rtl_agrees(digits):
     assert result.equal and result.divergence is None and "agree bit for bit on all 3" in result.format()
 
 
-def test_a_corrupted_conv2_weight_is_found_in_conv2(digits):
+def test_a_corrupted_conv2_weight_is_found_in_conv2(digits, tmp_path):
     qnet, cn, x = digits
     load = _first_weight_load(cn, "conv2")
 
@@ -50,7 +50,7 @@ def test_a_corrupted_conv2_weight_is_found_in_conv2(digits):
         word[0] ^= 0x7F  # one int8 weight of conv2's first weight word
         sim.mem_write(load.dram_addr, bytes(word))
 
-    result = compare(cn, x, CFG, tamper=corrupt)
+    result = compare(cn, x, CFG, tamper=corrupt, trace=tmp_path / "conv2.fst")
     assert not result.equal
     div = result.divergence
     assert (div.frame, div.layer, div.op, div.index) == (0, "conv2", "conv", 2)  # conv1, pool1 still agree
@@ -61,6 +61,8 @@ def test_a_corrupted_conv2_weight_is_found_in_conv2(digits):
     assert div.golden == [int(ref[c]) for c in div.coords]
     assert all(g != r for g, r in zip(div.golden, div.rtl))
     assert 0 < div.window[0] < div.window[1]
+    # The waveform (a tracing build) covers the prefix run up to conv2: cycles 0..window end.
+    assert div.trace == tmp_path / "conv2.fst" and div.trace.stat().st_size > 100_000
     text = result.format()
     assert "layer 'conv2' (conv" in text and f"[c={div.coords[0][0]}, h={div.coords[0][1]}" in text
 
