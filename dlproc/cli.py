@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "build",
     "agent",
     "explore",
+    "report",
 ]
 
 

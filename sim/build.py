@@ -373,6 +373,10 @@ def use_fast_sign_extension(obj: Path) -> int:
         if n:
             # After the precompiled header's include, so that the header stays the first one.
             head, sep, rest = new.partition('#include "Vtop__pch.h"\n')
+            if not sep and "__Trace" in source.name:
+                # A tracing build's dump code does not include the precompiled header; it runs
+                # only when dumping, so Verilator's own sign extension is kept there.
+                continue
             if not sep:
                 raise ToolchainError(f"{source.name}: Verilator's model does not include Vtop__pch.h; "
                                      "cannot add dl_fastops.h")

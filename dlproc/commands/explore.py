@@ -41,6 +41,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="parallel workers (default: all cores)")
     parser.add_argument("-o", "--output", type=Path, default=Path("explore.png"), help="Pareto plot (PNG)")
     parser.add_argument("--json", action="store_true", help="print the points as JSON instead of the table")
+    parser.add_argument("--report", metavar="FILE.html", type=Path,
+                        help="also write an HTML report: the Pareto front against DSP/RAM/ALMs and the full report "
+                        "of the fastest configuration that fits")
     parser.set_defaults(func=run)
 
 
@@ -50,6 +53,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.report is not None:
+        from ..report.html import check_report_path
+        check_report_path(args.report)
     if not args.sweep:
         raise ConfigError("give at least one --sweep module.Property=v1,v2,... (e.g. conv.ConvThreadNumber=64,256)")
     if args.config:
@@ -65,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
     plot = None
     if any(p.valid for p in result.points):
         plot = result.plot(args.output)
+    report = None
+    if args.report is not None:
+        from ..report import write_explore_report
+
+        report = write_explore_report(args.report, result, _quantized(network))
     if args.json:
         best = result.best
         print(json.dumps({
@@ -74,9 +85,20 @@ def run(args: argparse.Namespace) -> int:
                        for p in result.points],
             "best": best.assignments if best else None,
             "plot": str(plot) if plot else None,
+            "report": str(report) if report else None,
         }, indent=1))
         return 0
     print(result.table())
     if plot:
         print(f"wrote {plot}")
+    if report:
+        print(f"wrote {report}")
     return 0
+
+
+def _quantized(network: Any) -> Any:
+    """The network explore compiled (a float one quantized the same way, synthetic data)."""
+    from ..estimate.performance import synthetic_quantize
+    from ..ir import Network
+
+    return synthetic_quantize(network) if isinstance(network, Network) else network

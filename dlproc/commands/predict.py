@@ -39,6 +39,13 @@ def register(subparsers: Any) -> None:
     src.add_argument("--preset", metavar="P", help="check the network against this preset")
     parser.add_argument("--profile", action="store_true", help="report per-layer cycles (last frame)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--report", metavar="FILE.html", type=Path,
+                        help="with --profile: also write the HTML report (dlproc report) of the network and profile")
+    parser.add_argument("--compare", choices=("golden",),
+                        help="with --target sim: also run the golden model; on a mismatch name the first operation "
+                        "whose output differs and its first differing elements (exit code 1)")
+    parser.add_argument("--trace", metavar="FILE.fst", type=Path,
+                        help="with --compare: write the FST waveform of the RTL up to the divergent operation")
     parser.add_argument("-o", "--output", metavar="Y.npy", required=True, type=Path, help="output file")
     parser.set_defaults(func=run)
 
@@ -53,6 +60,13 @@ def run(args: argparse.Namespace) -> int:
     from dlproc.compiler import netfile
     from dlproc.targets.workflow import Workflow
 
+    if args.compare or args.trace:
+        return _compare(args)
+    if args.report is not None and not args.profile:
+        raise DlprocError("--report FILE.html needs --profile (the report compares the estimate with the profile)")
+    if args.report is not None:
+        from ..report.html import check_report_path
+        check_report_path(args.report)
     cn = netfile.load(args.network)
     config = None
     if args.config or args.preset:
@@ -77,6 +91,12 @@ def run(args: argparse.Namespace) -> int:
         np.savez(args.output, **y)
     else:
         np.save(args.output, y)
+    if args.report is not None:
+        from ..report import write_report
+
+        report = write_report(args.report, cn, wf.config, profile=prof)
+        if not args.json:
+            print(f"wrote {report}")
     if args.json:
         doc: dict[str, Any] = {"output": str(args.output)}
         if prof is not None:
@@ -85,3 +105,39 @@ def run(args: argparse.Namespace) -> int:
     elif not args.profile:
         print(f"wrote {args.output}")
     return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """--compare golden: see dlproc.debug.compare."""
+    from .. import netfile
+    from ..debug.compare import compare
+
+    if args.trace is not None and not args.compare:
+        raise DlprocError("--trace FILE.fst goes with --compare golden")
+    if args.target != "sim":
+        raise DlprocError(f"--compare golden compares the RTL with the golden model: it needs --target sim, "
+                          f"not {args.target}")
+    if args.trace is not None and args.trace.suffix.lower() != ".fst":
+        raise DlprocError(f"--trace {str(args.trace)!r}: the waveform file must end in .fst")
+    if args.profile or args.report:
+        raise DlprocError("--compare runs without --profile/--report; profile in a separate predict")
+    cn = netfile.load(args.network)
+    if not args.input.is_file():
+        raise DlprocError(f"input file {str(args.input)!r} does not exist")
+    try:
+        x = np.load(args.input, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DlprocError(f"input file {str(args.input)!r} is not a readable .npy file: {exc}") from None
+    config = None
+    if args.config or args.preset:
+        from .compile import load_config
+        config = load_config(args.config, args.preset)
+    result = compare(cn, x, config, trace=args.trace)
+    y = result.outputs
+    if isinstance(y, dict):
+        np.savez(args.output, **y)
+    else:
+        np.save(args.output, y)
+    print(result.format())
+    print(f"wrote {args.output}")
+    return 0 if result.equal else 1

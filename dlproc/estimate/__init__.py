@@ -26,3 +26,20 @@ __all__ = [
     "layer_breakdown",
     "simulate_program",
 ]
+
+
+# MATLAB's estimatePerformance as dlproc.estimate(network, cfg): the package object is made
+# callable (a module subclass with __call__), because a plain function named `estimate` in
+# dlproc/__init__.py would be overwritten by this package whenever one of its modules is imported.
+import sys as _sys
+import types as _types
+
+
+class _CallableModule(_types.ModuleType):
+    def __call__(self, network, config, **options):  # noqa: ANN001 - see dlproc.api.estimate
+        from dlproc.api import estimate
+
+        return estimate(network, config, **options)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,1 @@
+"""Debugging aids: first-divergence comparison of the RTL against the golden model."""
