@@ -6,9 +6,9 @@ reference), ``quant`` (the quantizer), ``isa``/``regmap`` (the single source of 
 instruction set and registers), ``gateware`` (Amaranth), ``sim`` helpers, and the CLI.
 """
 
-__version__ = "0.1.0"
+from dlproc.version import __version__  # noqa: E402,F401
 
-from . import errors  # noqa: E402,F401 - dlproc.errors.DlprocError without a separate import (tiny, no deps)
+from dlproc import errors  # noqa: E402,F401 - dlproc.errors.DlprocError without a separate import (tiny, no deps)
 
 # The scripting API (dlproc.api), loaded on first use so that `dlproc --help` and modules that
 # only need part of the package do not import NumPy, ONNX and the compiler.
@@ -17,7 +17,7 @@ _API = ("ProcessorConfig", "Workflow", "build_processor", "quantize")
 
 def __getattr__(name: str):
     if name in _API:
-        from . import api
+        from dlproc import api
 
         return getattr(api, name)
     if name == "estimate":

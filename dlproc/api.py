@@ -10,8 +10,8 @@
     hw.compile(); y, prof = hw.predict(x, profile=True)
 
 This module is a thin facade: every name here is the existing implementation
-(:class:`dlproc.config.ProcessorConfig`, :class:`dlproc.workflow.Workflow`,
-:func:`dlproc.build.build_processor`, :func:`dlproc.estimate.performance.estimate_performance`,
+(:class:`dlproc.config.ProcessorConfig`, :class:`dlproc.targets.workflow.Workflow`,
+:func:`dlproc.flow.build.build_processor`, :func:`dlproc.estimate.performance.estimate_performance`,
 :class:`dlproc.quant.Quantizer`) with MATLAB's argument names and checks that name the bad
 argument. ``import dlproc`` loads it lazily (see ``dlproc/__init__.py``), so the CLI does not pay
 for NumPy and ONNX imports it does not need.
@@ -24,7 +24,7 @@ from typing import Any
 
 from dlproc.config import ProcessorConfig
 from dlproc.errors import ConfigError, DlprocError
-from dlproc.workflow import Workflow
+from dlproc.targets.workflow import Workflow
 
 __all__ = ["ProcessorConfig", "Workflow", "build_processor", "estimate", "quantize", "BOARDS"]
 
@@ -54,10 +54,10 @@ def build_processor(config: Any, board: str | None = None, out: str | Path | Non
     """MATLAB's ``dlhdl.buildProcessor``: validate, check resources, generate the Verilog and the
     board project into ``out``, synthesize with Yosys (Cyclone V) and run Quartus when installed.
 
-    Returns :class:`dlproc.build.BuildResult` (``.output_dir``, ``.files``, ``.resources``,
+    Returns :class:`dlproc.flow.build.BuildResult` (``.output_dir``, ``.files``, ``.resources``,
     ``.synthesis``, ``.fits``). ``verbose=False`` keeps the build log off stdout.
     """
-    from dlproc.build import build_processor as _build
+    from dlproc.flow.build import build_processor as _build
 
     cfg = _config(config)
     if board is not None and (not isinstance(board, str) or board.strip().lower() not in BOARDS):

@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from dlproc import __version__
+from dlproc.version import __version__
 from dlproc.errors import DlprocError
 
 # Subcommand modules in the order ``dlproc --help`` lists them.

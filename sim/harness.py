@@ -172,9 +172,9 @@ def gateware_sources_digest() -> str:
     import hashlib
     from importlib import metadata
 
-    import dlproc
+    import dlproc.hardware
 
-    package = Path(dlproc.__file__).resolve().parent
+    package = Path(dlproc.hardware.__file__).resolve().parents[1]
     files = sorted((package / "hardware").rglob("*.py"))
     files += [package / name for name in ("config.py", "errors.py")]
     digest = hashlib.sha256(metadata.version("amaranth").encode())

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_api_names_are_the_existing_classes():
     from dlproc.config import ProcessorConfig
-    from dlproc.workflow import Workflow
+    from dlproc.targets.workflow import Workflow
 
     assert dlproc.ProcessorConfig is ProcessorConfig
     assert dlproc.Workflow is Workflow

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dlproc import isa
+from dlproc.hardware import isa
 from dlproc.cli import main
 from dlproc.compiler import compile_network
 from dlproc.debug.compare import compare
-from dlproc.golden.run import run_int8
+from dlproc.targets.golden.run import run_int8
 from dlproc.quant import Quantizer, digits_dataset
 from dlproc.quant.data import DIGITS_MODEL
 
@@ -69,7 +69,7 @@ def test_a_corrupted_conv2_weight_is_found_in_conv2(digits, tmp_path):
 
 def test_compare_bad_arguments_exit_2(tmp_path, capsys, digits):
     _, cn, x = digits
-    net = cn.save(tmp_path / "d.dlnet")
+    net = netfile.save(cn, tmp_path / "d.dlnet")
     np.save(tmp_path / "x.npy", x)
     base = ["predict", str(net), "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")]
     assert main(base + ["--compare", "golden"]) == 2

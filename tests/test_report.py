@@ -71,7 +71,7 @@ def test_profile_json_gives_estimate_against_rtl(digits):
 
 def test_cli_report_writes_html_and_pngs(digits, tmp_path, capsys):
     _, cfg, cn = digits
-    net = cn.save(tmp_path / "d.dlnet")
+    net = netfile.save(cn, tmp_path / "d.dlnet")
     prof = tmp_path / "p.json"
     prof.write_text(json.dumps({"profile": {"layers": [{"name": "conv1", "cycles": 2000}], "total": {"cycles": 9000}}}))
     assert main(["report", str(net), "--profile", str(prof), "-o", str(tmp_path / "r.html")]) == 0
@@ -94,7 +94,7 @@ def test_cli_report_writes_html_and_pngs(digits, tmp_path, capsys):
 ])
 def test_bad_input_is_one_line_and_exit_2(digits, tmp_path, capsys, monkeypatch, argv, message):
     _, _, cn = digits
-    net = cn.save(tmp_path / "d.dlnet")
+    net = netfile.save(cn, tmp_path / "d.dlnet")
     monkeypatch.chdir(tmp_path)
     assert main([a.format(net=net) for a in argv]) == 2
     err = capsys.readouterr().err

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
     if args.report is not None:
-        from ..report.html import check_report_path
+        from dlproc.report.html import check_report_path
         check_report_path(args.report)
     if not args.sweep:
         raise ConfigError("give at least one --sweep module.Property=v1,v2,... (e.g. conv.ConvThreadNumber=64,256)")
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         plot = result.plot(args.output)
     report = None
     if args.report is not None:
-        from ..report import write_explore_report
+        from dlproc.report import write_explore_report
 
         report = write_explore_report(args.report, result, _quantized(network))
     if args.json:
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _quantized(network: Any) -> Any:
     """The network explore compiled (a float one quantized the same way, synthetic data)."""
-    from ..estimate.performance import synthetic_quantize
-    from ..ir import Network
+    from dlproc.estimate.performance import synthetic_quantize
+    from dlproc.ir import Network
 
     return synthetic_quantize(network) if isinstance(network, Network) else network

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report is not None and not args.profile:
         raise DlprocError("--report FILE.html needs --profile (the report compares the estimate with the profile)")
     if args.report is not None:
-        from ..report.html import check_report_path
+        from dlproc.report.html import check_report_path
         check_report_path(args.report)
     cn = netfile.load(args.network)
     config = None
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         np.save(args.output, y)
     if args.report is not None:
-        from ..report import write_report
+        from dlproc.report import write_report
 
         report = write_report(args.report, cn, wf.config, profile=prof)
         if not args.json:
@@ -109,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     """--compare golden: see dlproc.debug.compare."""
-    from .. import netfile
-    from ..debug.compare import compare
+    from dlproc.compiler import netfile
+    from dlproc.debug.compare import compare
 
     if args.trace is not None and not args.compare:
         raise DlprocError("--trace FILE.fst goes with --compare golden")
@@ -130,7 +130,7 @@ def _compare(args: argparse.Namespace) -> int:
         raise DlprocError(f"input file {str(args.input)!r} is not a readable .npy file: {exc}") from None
     config = None
     if args.config or args.preset:
-        from .compile import load_config
+        from dlproc.commands.compile import load_config
         config = load_config(args.config, args.preset)
     result = compare(cn, x, config, trace=args.trace)
     y = result.outputs

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import DlprocError
+from dlproc.errors import DlprocError
 
 
 def register(subparsers: Any) -> None:
@@ -39,10 +39,10 @@ def register(subparsers: Any) -> None:
 
 def load_compiled(path: Path, config: Any) -> Any:
     """A CompiledNetwork from a .dlnet, or any other network compiled here for ``config``."""
-    from .. import netfile
+    from dlproc.compiler import netfile
 
     if not path.is_file():
-        from ..quant.data import resolve_model
+        from dlproc.quant.data import resolve_model
 
         if not Path(resolve_model(path)).is_file():
             raise DlprocError(f"network file {str(path)!r} does not exist")
@@ -51,9 +51,9 @@ def load_compiled(path: Path, config: Any) -> Any:
         return netfile.load(path)
     if config is None:
         raise DlprocError(f"{str(path)!r} is not compiled (.dlnet): give --config F or --preset P to compile it")
-    from ..compiler import compile_network
-    from ..estimate.performance import load_for_estimate, synthetic_quantize
-    from ..ir import Network
+    from dlproc.compiler import compile_network
+    from dlproc.estimate.performance import load_for_estimate, synthetic_quantize
+    from dlproc.ir import Network
 
     network = load_for_estimate(path)
     if isinstance(network, Network):
@@ -74,8 +74,8 @@ def _load_profile(path: Path | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import write_report
-    from .compile import load_config
+    from dlproc.report import write_report
+    from dlproc.commands.compile import load_config
 
     config = load_config(args.config, args.preset) if (args.config or args.preset) else None
     cn = load_compiled(args.network, config)

@@ -98,7 +98,7 @@ def _layr_bytes(cn: CompiledNetwork) -> bytes:
 
 
 def _meta(cn: CompiledNetwork) -> dict[str, Any]:
-    from dlproc import __version__
+    from dlproc.version import __version__
 
     def tensor(t: TensorEntry) -> dict[str, Any]:
         return {"name": t.name, "shape": list(t.shape), "scale": t.scale, "zero_point": t.zero_point,

@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from dlproc import isa
-from dlproc.compiler import host
+from dlproc.hardware import isa
+from dlproc.targets import host
 from dlproc.errors import SimulationError
 
 __all__ = ["Divergence", "CompareResult", "compare"]
@@ -110,7 +110,7 @@ def _layer_output(machine: Any, geom: Any, insns: list[isa.Instruction], layer: 
 
 def _first_divergence(cn: Any, config: Any, frame_index: int, frame: bytes, tamper: Callable | None,
                       trace: Path | None) -> Divergence | None:
-    from dlproc.isasim import Machine
+    from dlproc.targets.isasim import Machine
     from dlproc.sim.harness import NativeSim
 
     geom = host.geometry(cn)
@@ -168,7 +168,7 @@ def compare(cn: Any, x: Any, config: Any = None, *, tamper: Callable[[Any], None
     """Run the float batch ``x`` on the golden model and the RTL; on a mismatch locate the first
     divergent layer of the first differing frame. ``tamper(sim)`` is called on the RTL's
     NativeSim after the network is loaded (fault injection for tests)."""
-    from dlproc.workflow import Workflow
+    from dlproc.targets.workflow import Workflow
 
     config = config or cn.processor_config()
     gold = Workflow(cn, config, target="golden")

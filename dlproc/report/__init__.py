@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .html import Section, explore_section, network_sections, write_html
-from .model import ReportData, collect
+from dlproc.report.html import Section, explore_section, network_sections, write_html
+from dlproc.report.model import ReportData, collect
 
 __all__ = ["write_report", "write_explore_report", "collect", "ReportData"]
 

@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 from dlproc.errors import DlprocError
 
-from . import plots
-from .model import ReportData
+from dlproc.report import plots
+from dlproc.report.model import ReportData
 
 __all__ = ["Section", "write_html", "network_sections", "explore_section", "check_report_path"]
 

@@ -3,7 +3,7 @@
 Nothing here re-derives a cycle count: the per-layer rows are
 :func:`dlproc.estimate.performance.layer_breakdown` of the estimator's timeline, the per-group rows
 are :func:`~dlproc.estimate.performance.estimate_compiled`'s, and the resources are
-:func:`dlproc.resources.estimate_resources`. This module only splits and joins them:
+:func:`dlproc.estimate.resources.estimate_resources`. This module only splits and joins them:
 
 * **what bounds a layer**: the layer's cycles T are split into *compute* (MAC-array issue cycles
   inside the layer, at most T), *DDR* (memory-transfer cycles beyond what overlaps the compute,
@@ -80,7 +80,7 @@ class ReportData:
     bound: str
     layers: list[LayerFigures]
     groups: list[GroupFigures]
-    resources: Any  #: dlproc.resources.ResourceTable
+    resources: Any  #: dlproc.estimate.resources.ResourceTable
     rtl_cycles: int | None = None
     rtl_target: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -119,7 +119,7 @@ def profile_cycles(profile: Any) -> tuple[dict[str, int], int | None, str | None
 def collect(cn: Any, config: Any = None, *, profile: Any = None, config_name: str = "") -> ReportData:
     """The figures of compiled network ``cn`` on ``config`` (default: the one it was compiled for)."""
     from dlproc.estimate.performance import estimate_compiled, layer_breakdown
-    from dlproc.resources import estimate_resources
+    from dlproc.estimate.resources import estimate_resources
 
     config = config or cn.processor_config()
     if cn.config_hash != config.config_hash():

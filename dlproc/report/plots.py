@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 from typing import Any, Sequence
 
-from .model import ReportData
+from dlproc.report.model import ReportData
 
 __all__ = ["cycles_by_bound", "utilization", "roofline", "estimate_vs_rtl", "resources", "pareto"]
 

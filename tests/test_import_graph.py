@@ -1,0 +1,24 @@
+"""The package has no import circle, counting imports deferred into functions (issue 22)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_no_import_circle_in_dlproc():
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "import_graph.py"), str(ROOT / "dlproc")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "CIRCLE" not in out, out
+
+
+def test_the_checker_sees_a_circle(tmp_path):
+    pkg = tmp_path / "dlproc"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from dlproc import b\n")
+    (pkg / "b.py").write_text("from dlproc.a import f\n")
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "import_graph.py"), str(pkg)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "CIRCLE ['dlproc.a', 'dlproc.b']" in out
