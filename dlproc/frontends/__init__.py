@@ -70,5 +70,5 @@ def load_network(path: str | Path, input_size: tuple[int, int] | None = None,
         return load_onnx(path, input_size=input_size)
     if kind == FileKind.DARKNET_CFG:
         return load_darknet(path, weights, input_size)
-    raise ModelError(f"{path}: unknown network file type {suffix or '(none)'!r} ({kind.value}); use .onnx, "
-                     ".tflite or a Darknet .cfg")
+    raise ModelError(f"{path}: unknown network file type {suffix or '(none)'!r}; use .onnx or a Darknet .cfg, "
+                     f"or an int8 .tflite (this file is {kind.value})")
