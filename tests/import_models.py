@@ -254,3 +254,70 @@ def golden_tflite(qnet, x_nhwc: np.ndarray) -> dict[str, np.ndarray]:
         v = v.astype(np.int64)
         out[layer.tensor] = v.transpose(0, 2, 3, 1) if layer.shape.h * layer.shape.w > 1 else v.reshape(len(v), -1)
     return out
+
+
+# -- per layer: every layer fed the runtime's own int8 input ---------------------------------------
+
+
+def _layer_agreements(qnet, res: dict[str, np.ndarray]) -> list[Agreement]:
+    """Golden op of every hardware layer on the reference's inputs vs the reference's output."""
+    from dlproc.golden import run as grun
+
+    out = []
+    for layer in qnet:
+        if layer.op == "input" or not layer.hardware or layer.name not in res:
+            continue
+        srcs = [qnet[n] for n in layer.inputs]
+        if not all(s.name in res for s in srcs):
+            continue
+        args = [res[s.name].reshape((-1,) + s.shape.as_tuple()).astype(np.int8) for s in srcs]
+        got = grun._nchw(grun._INT_OPS[layer.op](layer, srcs, args), layer)
+        out.append(agreement(f"{layer.name} ({layer.op})", got, res[layer.name].reshape(got.shape)))
+    return out
+
+
+def ort_per_layer(path: Path, qnet, x: np.ndarray) -> list[Agreement]:
+    """Per-layer agreement with ONNX Runtime: every QuantizeLinear output becomes a graph output."""
+    import onnxruntime as ort
+
+    model = onnx.load(str(path))
+    q_of = {n.input[0]: n for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    names = {}
+    for layer in qnet:
+        node = q_of.get(layer.tensor or "")
+        if node is not None:
+            names[layer.name] = node.output[0]
+            elem = TensorProto.UINT8 if inits[node.input[2]].dtype == np.uint8 else TensorProto.INT8
+            model.graph.output.append(helper.make_tensor_value_info(node.output[0], elem, None))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    runs = [sess.run(list(names.values()), {"x": x[i : i + 1]}) for i in range(len(x))]
+    res = {}
+    for k, name in enumerate(names):
+        v = np.concatenate([r[k] for r in runs]).astype(np.int64)
+        res[name] = v - 128 if runs[0][k].dtype == np.uint8 else v
+    return _layer_agreements(qnet, res)
+
+
+def litert_per_layer(path: Path, qnet, x_nhwc: np.ndarray, reference_kernels: bool = True) -> list[Agreement]:
+    """Per-layer agreement with the LiteRT interpreter (all intermediate tensors preserved)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    kind = OpResolverType.BUILTIN_REF if reference_kernels else OpResolverType.AUTO
+    it = Interpreter(model_path=str(path), experimental_op_resolver_type=kind, experimental_preserve_all_tensors=True)
+    it.allocate_tensors()
+    index = {d["name"]: d["index"] for d in it.get_tensor_details()}
+    res: dict[str, list[np.ndarray]] = {}
+    for i in range(len(x_nhwc)):
+        it.set_tensor(it.get_input_details()[0]["index"], x_nhwc[i : i + 1])
+        it.invoke()
+        for layer in qnet:
+            v = x_nhwc[i : i + 1] if layer.op == "input" else it.get_tensor(index[layer.tensor])
+            res.setdefault(layer.name, []).append(v.copy())
+    nchw = {}
+    for name, parts in res.items():
+        v = np.concatenate(parts)
+        nchw[name] = v.transpose(0, 3, 1, 2) if v.ndim == 4 else v.reshape(len(v), -1, 1, 1)
+    return _layer_agreements(qnet, nchw)

@@ -76,6 +76,19 @@ def test_golden_matches_live_interpreter():
             assert agree.max_lsb <= max_lsb and agree.identical >= least - 0.03, agree
 
 
+@pytest.mark.skipif(not HAS_LITERT, reason="ai-edge-litert (the LiteRT interpreter) is not installed")
+def test_each_layer_matches_reference_kernels():
+    """Each layer fed the interpreter's own int8 input (all tensors preserved): within 1 LSB and
+    >= 99.5 % identical; the 15-bit multiplier (TFLite: 31 bits) is the main difference."""
+    qnet = load_tflite(MODEL)
+    x = np.random.default_rng(1943).integers(-128, 128, (32, 8, 8, 3)).astype(np.int8)
+    rows = im.litert_per_layer(MODEL, qnet, x)
+    assert len(rows) == sum(1 for l in qnet if l.hardware and l.op != "input")
+    for row in rows:
+        print(row)
+        assert row.max_lsb <= 1 and row.identical >= 0.995, row
+
+
 @pytest.mark.skipif(not (HAS_TF and HAS_LITERT), reason="TensorFlow (tflite-convert extra) and ai-edge-litert needed")
 def test_fresh_keras_conversion(tmp_path):
     rng = np.random.default_rng(1942)

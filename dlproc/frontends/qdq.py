@@ -92,6 +92,7 @@ def strip_qdq(proto: onnx.ModelProto, source: str) -> StrippedModel:
     consts: dict[str, _QConst] = {}
     new_inits: list[onnx.TensorProto] = []
     nodes: list[onnx.NodeProto] = []
+    alias: dict[str, str] = {}  # DequantizeLinear output -> the float tensor its Q/DQ pair carried
     graph_outputs = {o.name for o in graph.output}
     for node in graph.node:
         if node.op_type == "QuantizeLinear":
@@ -123,9 +124,10 @@ def strip_qdq(proto: onnx.ModelProto, source: str) -> StrippedModel:
             if _qparams(source, node, inits, producers)[:2] != _qparams(source, q_node, inits, producers)[:2]:
                 raise _err(source, node, "its scale/zero point differ from those of the QuantizeLinear feeding it")
             nodes.append(helper.make_node("Identity", [q_node.input[0]], [node.output[0]], name=_label(node)))
+            alias[node.output[0]] = q_node.input[0]
             continue
         nodes.append(node)
-    _check_nodes(source, nodes, consts, inits, tensors)
+    _check_nodes(source, nodes, consts, inits, tensors, alias)
     used = {name for node in nodes for name in node.input}
     kept_inits = [i for i in graph.initializer if i.name in used]
     out_graph = helper.make_graph(
@@ -190,7 +192,7 @@ def _dq_value(c: _QConst) -> np.ndarray:
     return (c.q.astype(np.int64) - zp).astype(np.float64) * scale
 
 
-def _check_nodes(source: str, nodes: list, consts: dict, inits: dict, tensors: dict) -> None:
+def _check_nodes(source: str, nodes: list, consts: dict, inits: dict, tensors: dict, alias: dict) -> None:
     """Reject what the float importer would accept but the int8 arithmetic cannot express."""
     for node in nodes:
         if node.op_type in _WEIGHTED:
@@ -201,7 +203,7 @@ def _check_nodes(source: str, nodes: list, consts: dict, inits: dict, tensors: d
                 raise _err(source, node, "its weight is float (no DequantizeLinear); an int8 model needs "
                            "quantized weights")
         if node.op_type in _SHAPE_ONLY and node.input and node.output:
-            a, b = tensors.get(node.input[0]), tensors.get(node.output[0])
+            a, b = tensors.get(alias.get(node.input[0], node.input[0])), tensors.get(node.output[0])
             if a is not None and b is not None and a != b:
                 raise _err(source, node, f"the file requantizes ({a.scale:g}, {a.zero_point}) -> ({b.scale:g}, "
                            f"{b.zero_point}) across a {node.op_type}, which only moves codes on the processor")
@@ -220,7 +222,8 @@ def _out_channel_axis(node: onnx.NodeProto) -> int:
     return 1  # MatMul: (K, N)
 
 
-def _weight_q(source: str, node: onnx.NodeProto, layer, stripped: StrippedModel, s_in: float) -> WeightQ:
+def _weight_q(source: str, node: onnx.NodeProto, layer, stripped: StrippedModel, s_in: float,
+              notes: list[str]) -> WeightQ:
     wc = stripped.consts[node.input[1]]
     cout = layer.shape.c
     if wc.q.dtype == np.int32:
@@ -254,6 +257,8 @@ def _weight_q(source: str, node: onnx.NodeProto, layer, stripped: StrippedModel,
             bias = b
         else:
             bias = np.rint(b * s_b / want).astype(np.int64)
+            notes.append(f"{node.op_type} {_label(node)!r}: bias stored at another scale than s_in * s_w; "
+                         "rescaled to it (one more rounding)")
         if np.abs(bias).max(initial=0) >= 2**31:
             raise _err(source, node, "its bias does not fit int32 at the scale s_in * s_w")
     return WeightQ(weight=w_int.astype(np.int8), scale=s_w, bias=bias)
@@ -285,7 +290,7 @@ def _spec(source: str, net: Network, stripped: StrippedModel) -> QuantSpec:
             src_q = spec.tensors.get(layer.inputs[0])
             if src_q is None:
                 raise _err(source, main, "its input is not quantized")
-            spec.weights[layer.name] = _weight_q(source, main, layer, stripped, src_q.scale)
+            spec.weights[layer.name] = _weight_q(source, main, layer, stripped, src_q.scale, spec.notes)
     return spec
 
 
