@@ -154,10 +154,23 @@ def test_asymmetric_weight_inside_int8_is_exact(tmp_path):
     assert not np.array_equal(half["c3"].params["weight"], ref["c3"].params["weight"])
 
 
-def test_qoperator_format_rejected(tmp_path):
+def test_qoperator_qlinearconv_imported(tmp_path):
+    """QOperator format (QLinearConv, int8 MaxPool): rewritten to its QDQ equivalent, same bar."""
     rng = np.random.default_rng(5)
     path = im.quantize_qdq(im.random_conv_net(rng), tmp_path / "qop.onnx", rng, qoperator=True)
-    with pytest.raises(ModelError, match="QLinearConv 'c1_quant'.*QOperator format"):
+    assert "QLinearConv" in {n.op_type for n in onnx.load(path).graph.node}
+    qnet = load_qdq(path)
+    assert [l.op for l in qnet] == ["input", "conv", "conv", "maxpool", "conv"]
+    x = rng.normal(0, 1, (32, 3, 16, 16)).astype(np.float32)
+    agree = im.agreement("qoperator", im.golden_outputs(qnet, x), im.ort_int8_outputs(path, x))
+    print(agree)
+    assert agree.max_lsb <= 1 and agree.identical >= 0.99, agree
+
+
+def test_other_qoperator_ops_rejected(tmp_path):
+    rng = np.random.default_rng(5)
+    path = im.quantize_qdq(im.classifier_head_net(rng), tmp_path / "qop.onnx", rng, qoperator=True)
+    with pytest.raises(ModelError, match="QLinearAveragePool 'avg_quant'.*QOperator format.*QuantFormat.QDQ"):
         load_qdq(path)
 
 

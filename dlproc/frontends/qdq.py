@@ -31,7 +31,7 @@ from ..errors import ModelError
 from ..ir import Network
 from .qimport import QuantSpec, TensorQ, WeightQ, build_qnet, to_int8_domain
 
-__all__ = ["is_qdq", "strip_qdq", "load_qdq", "load_qdq_float"]
+__all__ = ["is_qdq", "strip_qdq", "qoperator_to_qdq", "load_qdq", "load_qdq_float"]
 
 # Nodes that only move or view codes: the file must give their output the input's quantization.
 _SHAPE_ONLY = ("Flatten", "Reshape", "MaxPool", "Resize", "Upsample", "Identity", "Dropout")
@@ -77,6 +77,7 @@ def _err(source: str, node: onnx.NodeProto, why: str) -> ModelError:
 
 def strip_qdq(proto: onnx.ModelProto, source: str) -> StrippedModel:
     """Remove every Q/DQ node (see the module docstring); the result is an ordinary float graph."""
+    proto = qoperator_to_qdq(proto, source)
     graph = proto.graph
     inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     for node in graph.node:
@@ -85,8 +86,9 @@ def strip_qdq(proto: onnx.ModelProto, source: str) -> StrippedModel:
             if attr is not None:
                 inits[node.output[0]] = numpy_helper.to_array(attr.t)
         if node.op_type in _QOPERATOR:
-            raise _err(source, node, "operator-style quantized ONNX (QOperator format) is not imported; "
-                       "quantize with QuantFormat.QDQ (Q/DQ nodes around float operators) instead")
+            raise _err(source, node, "this operator of the operator-style quantized ONNX (QOperator format) is "
+                       "not imported (only QLinearConv and QLinearMatMul are); quantize with QuantFormat.QDQ "
+                       "(Q/DQ nodes around float operators) instead")
     producers = {out: node for node in graph.node for out in node.output}
     tensors: dict[str, TensorQ] = {}
     consts: dict[str, _QConst] = {}
@@ -207,6 +209,72 @@ def _check_nodes(source: str, nodes: list, consts: dict, inits: dict, tensors: d
             if a is not None and b is not None and a != b:
                 raise _err(source, node, f"the file requantizes ({a.scale:g}, {a.zero_point}) -> ({b.scale:g}, "
                            f"{b.zero_point}) across a {node.op_type}, which only moves codes on the processor")
+
+
+# -- QOperator format: QLinearConv / QLinearMatMul rewritten as their QDQ equivalent ----------------
+
+# Ops that may run directly on int8 tensors in the QOperator format (they only move codes).
+_INT8_PASSTHROUGH = ("MaxPool", "Flatten", "Reshape", "Identity", "Resize", "Upsample", "Dropout")
+
+
+def qoperator_to_qdq(proto: onnx.ModelProto, source: str) -> onnx.ModelProto:
+    """The QDQ form of a QOperator-format model: QLinearConv(x, w, B) becomes DQ(x), DQ(w), DQ(B)
+    -> Conv -> Q (the bias at scale x_scale * w_scale, as QLinearConv defines it); QLinearMatMul
+    likewise with MatMul; a MaxPool/Flatten/Reshape on an int8 tensor gets a DQ in front and a Q
+    behind with its input's quantization. Other QLinear* ops stay and are rejected by the stripper.
+    A model without QLinearConv/QLinearMatMul is returned unchanged."""
+    graph = proto.graph
+    if not any(n.op_type in ("QLinearConv", "QLinearMatMul") for n in graph.node):
+        return proto
+    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    qinfo: dict[str, tuple[str, str]] = {}  # int8 tensor -> (scale, zero point) initializer names
+    nodes: list[onnx.NodeProto] = []
+    extra: list[onnx.TensorProto] = []
+
+    def dq(name: str, scale: str, zp: str, axis: int | None = None) -> str:
+        out = f"{name}__dq"
+        kw = {} if axis is None else {"axis": axis}
+        nodes.append(helper.make_node("DequantizeLinear", [name, scale, zp], [out], name=out, **kw))
+        return out
+
+    for node in graph.node:
+        if node.op_type == "QuantizeLinear":
+            qinfo[node.output[0]] = (node.input[1], node.input[2] if len(node.input) > 2 else "")
+            nodes.append(node)
+        elif node.op_type in ("QLinearConv", "QLinearMatMul"):
+            conv = node.op_type == "QLinearConv"
+            x, xs, xz, w, ws, wz, ys, yz = node.input[:8]
+            if w not in inits:
+                raise _err(source, node, "its weight must be a stored constant")
+            w_axis = 0 if conv else 1
+            inputs = [dq(x, xs, xz), dq(w, ws, wz, w_axis if inits[ws].size > 1 else None)]
+            if conv and len(node.input) > 8 and node.input[8]:
+                b = node.input[8]
+                bscale = (np.asarray(inits[xs], np.float32) * np.asarray(inits[ws], np.float32)).reshape(-1)
+                extra += [numpy_helper.from_array(bscale, f"{b}__scale"),
+                          numpy_helper.from_array(np.zeros(bscale.shape, np.int32), f"{b}__zp")]
+                inputs.append(dq(b, f"{b}__scale", f"{b}__zp", 0 if bscale.size > 1 else None))
+            y_f = f"{node.output[0]}__float"
+            nodes.append(helper.make_node("Conv" if conv else "MatMul", inputs, [y_f], name=_label(node)))
+            nodes[-1].attribute.extend(node.attribute)
+            nodes.append(helper.make_node("QuantizeLinear", [y_f, ys, yz], [node.output[0]], name=f"{_label(node)}__q"))
+            qinfo[node.output[0]] = (ys, yz)
+        elif node.op_type in _INT8_PASSTHROUGH and node.input and node.input[0] in qinfo:
+            scale, zp = qinfo[node.input[0]]
+            inputs = [dq(node.input[0], scale, zp)] + list(node.input[1:])
+            y_f = f"{node.output[0]}__float"
+            moved = helper.make_node(node.op_type, inputs, [y_f], name=_label(node))
+            moved.attribute.extend(node.attribute)
+            nodes.append(moved)
+            nodes.append(helper.make_node("QuantizeLinear", [y_f, scale, zp], [node.output[0]], name=f"{_label(node)}__q"))
+            qinfo[node.output[0]] = (scale, zp)
+        else:
+            nodes.append(node)
+    out_graph = helper.make_graph(nodes, graph.name, list(graph.input), list(graph.output),
+                                  list(graph.initializer) + extra)
+    out = helper.make_model(out_graph, opset_imports=list(proto.opset_import))
+    out.ir_version = proto.ir_version
+    return out
 
 
 # -- attaching the quantization to the IR ----------------------------------------------------------
