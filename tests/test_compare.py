@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dlproc.compiler import netfile
 from dlproc.hardware import isa
 from dlproc.cli import main
 from dlproc.compiler import compile_network

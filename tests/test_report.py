@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dlproc.compiler import netfile
 from dlproc.cli import main
 from dlproc.compiler import compile_network
 from dlproc.estimate.performance import estimate_compiled, layer_breakdown

@@ -47,15 +47,22 @@ def load_config(config: Path | None, preset: str | None) -> Any:
 
 def load_quantized(model: str, calibration: str | None, weights: str | None = None, config: Any = None) -> Any:
     """A QuantizedNetwork from a .dlq file, or a float model quantized on the calibration data."""
-    from dlproc.quant import QuantizedNetwork, Quantizer
+    from dlproc.quant import Quantizer
     from dlproc.quant.data import resolve_model
 
-    if model.endswith(".dlq"):
+    from dlproc.frontends.filetype import detect
+    from dlproc.quant.imported import QUANTIZED_KINDS, load_quantized_model
+
+    kind = detect(resolve_model(model))  # by content: a .dlq saved as net.q is still a .dlq
+    if kind in QUANTIZED_KINDS:
         if calibration:
-            raise CompileError("--calibration is for float models; a .dlq network is already quantized")
-        return QuantizedNetwork.load(model)
+            raise CompileError(f"--calibration is for float models; {model!r} is {kind.value}, already quantized")
+        return load_quantized_model(resolve_model(model), "dlproc compile")
+    if not kind.is_float_model:
+        raise CompileError(f"{model!r}: this is {kind.value}; dlproc compile expects a quantized network (.dlq, "
+                           "QDQ ONNX, int8 .tflite) or a float model (ONNX, Darknet .cfg)")
     if not calibration:
-        raise CompileError(f"{model!r} is a float model: give --calibration DATA to quantize it, or pass a .dlq file "
+        raise CompileError(f"{model!r} is {kind.value}: give --calibration DATA to quantize it, or pass a .dlq file "
                            "from dlproc quantize")
     from dlproc.frontends import load_network
 

@@ -28,7 +28,9 @@ def register(subparsers) -> None:
         "(digits.onnx).",
     )
     parser.add_argument("model", metavar="MODEL", help="an .onnx or Darknet .cfg file, or a shipped model name")
-    parser.add_argument("--calibration", metavar="DATA", required=True, help=f"calibration data: {DATA_HELP}")
+    parser.add_argument("--calibration", metavar="DATA",
+                        help=f"calibration data (float models only; a QDQ ONNX or int8 .tflite model is imported "
+                        f"with its own scales): {DATA_HELP}")
     parser.add_argument("--method", choices=METHODS, default="minmax", help="activation range estimation (default minmax)")
     parser.add_argument("--percentile", type=float, default=99.99, help="percentile for --method percentile (default 99.99)")
     parser.add_argument("--validate", metavar="DATA", help=f"validation data: {DATA_HELP}")
@@ -42,6 +44,16 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dlproc.frontends.filetype import FileKind, detect
+
+    kind = detect(resolve_model(args.model))
+    if kind.is_quantized_model:
+        return _import_quantized(args, kind)
+    if kind == FileKind.DLQ:
+        raise QuantizationError(f"{args.model}: this is already {kind.value}; nothing to quantize")
+    if not args.calibration:
+        raise QuantizationError(f"{args.model}: {kind.value} needs --calibration DATA to be quantized "
+                                "(only QDQ ONNX and int8 .tflite models import without calibration)")
     net = load_network(resolve_model(args.model), weights=args.weights)
     quantizer = Quantizer(net)
     # Load (and so check) all data before anything is computed or written.
@@ -71,5 +83,27 @@ def run(args: argparse.Namespace) -> int:
             print()
             print(errors)
         print()
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _import_quantized(args: argparse.Namespace, kind) -> int:
+    """A model that carries its own int8 quantization: import it as is, no calibration."""
+    from dlproc.quant.imported import load_quantized_model
+
+    if args.calibration or args.validate or args.layer_errors:
+        raise QuantizationError(f"{args.model} is {kind.value}: it is imported with the file's scales; "
+                                "--calibration, --validate and --layer-errors apply to float models only")
+    qnet = load_quantized_model(resolve_model(args.model), "dlproc quantize")
+    qnet.save(args.output)
+    hw = sum(1 for layer in qnet if layer.hardware and layer.op != "input")
+    if args.json:
+        print(json.dumps({"imported": kind.name.lower(), "layers": len(qnet), "hardware_layers": hw,
+                          "notes": qnet.meta.get("notes", []), "output": str(args.output)}, indent=1))
+    else:
+        print(f"imported {kind.value} with its own scales and zero points (no calibration): "
+              f"{len(qnet)} layers, {hw} in int8 hardware")
+        for note in qnet.meta.get("notes", []):
+            print(f"note: {note}")
         print(f"wrote {args.output}")
     return 0

@@ -41,6 +41,23 @@ def load_network(path: str | Path, input_size: tuple[int, int] | None = None,
     """
     path = resolve_model_path(path)
     suffix = path.suffix.lower()
+    # Quantized models are recognised by content (an int8 QDQ model is an .onnx file too); their
+    # float IR has the file's structure with dequantized weights.
+    from dlproc.frontends.filetype import FileKind, detect
+
+    kind = detect(path)
+    if kind in (FileKind.ONNX_QDQ, FileKind.TFLITE) and weights is not None:
+        raise ModelError(f"{path}: a weights file only applies to Darknet .cfg networks")
+    if kind == FileKind.ONNX_QDQ:
+        from dlproc.frontends.qdq import load_qdq_float
+
+        return load_qdq_float(path, input_size=input_size)
+    if kind == FileKind.TFLITE:
+        from dlproc.frontends.tflite import load_tflite_float
+
+        return load_tflite_float(path, input_size=input_size)
+    if kind in (FileKind.DLQ, FileKind.DLNET, FileKind.NPY, FileKind.ZIP, FileKind.EMPTY, FileKind.DIRECTORY):
+        raise ModelError(f"{path}: this is {kind.value}, not a network model (expected ONNX, TFLite or a Darknet .cfg)")
     if suffix == ".onnx":
         if weights is not None:
             raise ModelError(f"{path}: a weights file only applies to Darknet .cfg networks")
@@ -49,4 +66,9 @@ def load_network(path: str | Path, input_size: tuple[int, int] | None = None,
         if weights is None and path.with_suffix(".weights").is_file():
             weights = path.with_suffix(".weights")
         return load_darknet(path, weights, input_size)
-    raise ModelError(f"{path}: unknown network file type {suffix or '(none)'!r}; use .onnx or a Darknet .cfg")
+    if kind == FileKind.ONNX_FLOAT:
+        return load_onnx(path, input_size=input_size)
+    if kind == FileKind.DARKNET_CFG:
+        return load_darknet(path, weights, input_size)
+    raise ModelError(f"{path}: unknown network file type {suffix or '(none)'!r}; use .onnx or a Darknet .cfg, "
+                     f"or an int8 .tflite (this file is {kind.value})")
