@@ -1,9 +1,11 @@
 """dlproc: an open generator of a parameterized int8 deep-learning inference processor for FPGAs.
 
-The package is organised by the parts of the product (see ``docs/architecture.md``):
-``config`` (ProcessorConfig), ``ir`` and ``frontends`` (networks), ``golden`` (the bit-exact NumPy
-reference), ``quant`` (the quantizer), ``isa``/``regmap`` (the single source of truth for the
-instruction set and registers), ``gateware`` (Amaranth), ``sim`` helpers, and the CLI.
+The package reads in pipeline order (the map is at the top of ``docs/architecture.md``):
+``frontends`` (ONNX, Darknet, QDQ ONNX, TFLite) -> ``quant`` (the quantizer) -> ``compiler``
+(lowering, per-engine planners, memory map, program) -> ``targets`` (golden model, ISA simulator,
+RTL simulation, boards), over ``hardware`` (the ISA, register and numerics contract and the
+Amaranth gateware), with ``flow`` (headers, synthesis, board projects, firmware), ``estimate``,
+``report`` and the CLI beside them.
 """
 
 from dlproc.version import __version__  # noqa: E402,F401
