@@ -30,7 +30,7 @@ import numpy as np
 from dlproc.compiler import compile_network
 from dlproc.config import ProcessorConfig
 from dlproc.estimate import estimate_compiled
-from dlproc.estimate.performance import layer_breakdown
+from dlproc.estimate.report import layer_breakdown
 from dlproc.frontends.onnx import load_onnx
 from dlproc.targets.golden.run import run_int8
 from dlproc.models import googlenet_onnx

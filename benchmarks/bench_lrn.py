@@ -29,7 +29,7 @@ import numpy as np
 
 from dlproc.hardware import isa
 from dlproc.config import ProcessorConfig
-from dlproc.estimate.performance import estimate_layer_program
+from dlproc.estimate.report import estimate_layer_program
 from dlproc.targets.golden import ops
 from dlproc.compiler.layerprog import LrnLayer, build_lrn_program
 from dlproc.compiler.planners.lrn import lrn_table_stream

@@ -15,7 +15,7 @@ import pytest
 from dlproc.compiler import netfile
 from dlproc.cli import main
 from dlproc.compiler import compile_network
-from dlproc.estimate.performance import estimate_compiled, layer_breakdown
+from dlproc.estimate.report import estimate_compiled, layer_breakdown
 from dlproc.quant import Quantizer
 from dlproc.quant.data import DIGITS_MODEL
 from dlproc.report import collect, write_explore_report, write_report

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if args.frames < 1:
         raise EstimateError(f"--frames must be >= 1, got {args.frames}")
     cfg = _config(args)
-    network = _load(args.model, _input_size(args.input_size), load_for_estimate)
+    network = load_for_estimate(args.model, input_size=_input_size(args.input_size))
     report = estimate_performance(cfg, network, frames=args.frames)
     resources = None
     if args.resources:
@@ -83,24 +83,3 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(resources.format())
     return 0
-
-
-def _load(model: str, input_size: tuple[int, int] | None, fallback: Any) -> Any:
-    """The network in ``model``, recognised by content: quantized models (.dlq under any name, QDQ
-    ONNX, int8 .tflite) keep their own quantization; everything else goes to ``fallback``."""
-    from dlproc.frontends.filetype import FileKind, detect
-    from dlproc.quant.imported import QUANTIZED_KINDS, load_quantized_model
-
-    kind = detect(model)
-    if kind in QUANTIZED_KINDS:
-        return load_quantized_model(model, "dlproc estimate")
-    if kind == FileKind.DLNET:
-        from dlproc.compiler import netfile
-
-        return netfile.load(model)
-    if kind in (FileKind.NPY, FileKind.ZIP, FileKind.EMPTY, FileKind.DIRECTORY):
-        from dlproc.errors import ModelError
-
-        raise ModelError(f"{model}: this is {kind.value}; dlproc estimate expects a model (.onnx, .tflite, Darknet "
-                          ".cfg), a .dlq or a .dlnet")
-    return fallback(model, input_size=input_size)

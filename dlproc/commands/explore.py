@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     for text in args.sweep:
         name, values = parse_sweep(text)
         sweeps[name] = values
-    network = load_for_estimate(args.model)
+    network = load_for_estimate(args.model, purpose="dlproc explore")
     result = explore(network, base, sweeps, device=args.board, jobs=args.jobs)
     plot = None
     if any(p.valid for p in result.points):

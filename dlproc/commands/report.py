@@ -55,7 +55,7 @@ def load_compiled(path: Path, config: Any) -> Any:
     from dlproc.estimate.performance import load_for_estimate, synthetic_quantize
     from dlproc.ir import Network
 
-    network = load_for_estimate(path)
+    network = load_for_estimate(path, purpose="dlproc report")
     if isinstance(network, Network):
         network = synthetic_quantize(network)  # only shapes matter for the figures
     return compile_network(network, config)

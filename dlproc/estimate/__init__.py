@@ -1,18 +1,17 @@
-"""Estimators: performance (a cycle model driven by the instruction stream) and design-space
-exploration. The resource estimator is :mod:`dlproc.estimate.resources`."""
+"""Estimators: performance (a cycle model driven by the instruction stream, in timing, bursts, bus,
+engines, machine and report; ``performance`` is its front door), design-space exploration, and
+resources (:mod:`dlproc.estimate.resources`)."""
 
-from dlproc.estimate.performance import (
-    EstimateError,
+from dlproc.estimate.machine import Timeline, simulate_program
+from dlproc.estimate.performance import estimate_performance, load_for_estimate, synthetic_quantize
+from dlproc.estimate.report import (
     LayerPerf,
     PerformanceReport,
-    Timeline,
-    TimingParams,
     estimate_compiled,
     estimate_layer_program,
-    estimate_performance,
     layer_breakdown,
-    simulate_program,
 )
+from dlproc.estimate.timing import EstimateError, TimingParams, timing_for
 
 __all__ = [
     "EstimateError",
@@ -24,7 +23,10 @@ __all__ = [
     "estimate_layer_program",
     "estimate_performance",
     "layer_breakdown",
+    "load_for_estimate",
     "simulate_program",
+    "synthetic_quantize",
+    "timing_for",
 ]
 
 

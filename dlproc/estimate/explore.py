@@ -81,7 +81,7 @@ def _evaluate(base: dict[str, Any], assignments: dict[str, str], network: Any, d
     from dlproc.config import ProcessorConfig
     from dlproc.estimate.resources import estimate_resources
 
-    from dlproc.estimate.performance import estimate_compiled
+    from dlproc.estimate.report import estimate_compiled
 
     point = Point(dict(assignments))
     try:

@@ -118,7 +118,7 @@ def profile_cycles(profile: Any) -> tuple[dict[str, int], int | None, str | None
 
 def collect(cn: Any, config: Any = None, *, profile: Any = None, config_name: str = "") -> ReportData:
     """The figures of compiled network ``cn`` on ``config`` (default: the one it was compiled for)."""
-    from dlproc.estimate.performance import estimate_compiled, layer_breakdown
+    from dlproc.estimate.report import estimate_compiled, layer_breakdown
     from dlproc.estimate.resources import estimate_resources
 
     config = config or cn.processor_config()

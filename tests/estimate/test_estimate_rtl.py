@@ -106,7 +106,7 @@ def test_store_interleaving_a_load_within_5_percent(sim, store_beats):
 
 
 #: (with the DMA-bound 3x3 s1 pool: below the bus rate the DDR's credit bucket hides the
-#: alternation's dead cycles, see performance._pair_cycles; without that it was +9 % at 8 B/cycle)
+#: alternation's dead cycles, see dlproc.estimate.bus.pair_cycles; without that it was +9 % at 8 B/cycle)
 DDR_SUBSET = ["random0", "1x1_16to32_12x12", "3x3s2_8to16_21x21", "pool_max", "maxpool3s2_16x20x20",
               "maxpool3s1_16x14x14"]
 

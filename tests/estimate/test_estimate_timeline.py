@@ -12,7 +12,7 @@ import pytest
 
 from dlproc.hardware import isa
 from dlproc.estimate import EstimateError, TimingParams, simulate_program
-from dlproc.estimate.performance import _row_bursts, _transfer_bursts
+from dlproc.estimate.bursts import row_bursts, transfer_bursts
 from dlproc.compiler.layerprog import ConvLayer, build_conv_program
 
 from layerprog_cases import small_config
@@ -40,14 +40,14 @@ def test_timing_params_follow_the_configuration():
 
 
 def test_bursts_split_at_aligned_boundaries():
-    assert _row_bursts(0, 16, 16) == (1, 16, 16)
-    assert _row_bursts(8, 24, 16) == (2, 8, 16)
-    assert _row_bursts(15, 18, 16) == (3, 1, 1)
+    assert row_bursts(0, 16, 16) == (1, 16, 16)
+    assert row_bursts(8, 24, 16) == (2, 8, 16)
+    assert row_bursts(15, 18, 16) == (3, 1, 1)
     tp = TimingParams.from_config(CFG)
     # 3 rows of 24 beats at a stride of 24 beats: offsets 0, 8, 0 -> 2 bursts each.
-    assert _transfer_bursts(L(x_size=24, y_size=3, y_stride=24), 1, tp) == (6, 72)
+    assert transfer_bursts(L(x_size=24, y_size=3, y_stride=24), 1, tp) == (6, 72)
     # PRM elements are 3 beats: 16 elements = 48 beats = 3 aligned bursts.
-    assert _transfer_bursts(L(buf=2, x_size=16), 3, tp) == (3, 48)
+    assert transfer_bursts(L(buf=2, x_size=16), 3, tp) == (3, 48)
 
 
 def test_load_streams_one_beat_per_cycle_and_halves_with_the_ddr_rate():
