@@ -6,7 +6,7 @@ Verilated processor (``dlproc.sim.harness.NativeSim``); the estimator times the 
 streams (``dlproc.estimate``). Prints estimated vs simulated cycles, the error, and checks the
 targets of issue 7: per layer <= 5 %, per network <= 3 %.
 
-    python benchmarks/bench_estimator.py [--config small|c8|de10nano] [--layers-only|--networks-only] [--no-lrn] [--json]
+    python benchmarks/bench_estimator.py [--config small|c8|de10nano] [--layers-only|--networks-only|--stream-only] [--no-lrn] [--json]
 
 ``small`` is the C = 4 test configuration (``tests/layerprog_cases.small_config``), ``c8`` the
 default configuration with ConvThreadNumber 64, ``de10nano`` the preset (each needs its own
@@ -35,6 +35,31 @@ from dlproc.estimate.performance import synthetic_quantize  # noqa: E402
 from dlproc.compiler.layerprog import ConvLayer, PoolLayer, build_conv_program, build_pool_program  # noqa: E402
 
 LAYER_TOL, NET_TOL = 0.05, 0.03
+
+
+def bench_stream_speed(cfg: ProcessorConfig, verbose: bool, runs: int = 5) -> dict:
+    """CPU time of timing a GoogLeNet-sized stream (~12k instructions: one conv program's body
+    repeated), the median of ``runs`` runs in this process. The estimator is meant to answer in
+    well under a second for a whole network, so that ``dlproc explore`` can try hundreds of
+    configurations."""
+    from dlproc.hardware import isa
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (30, 9, 13), dtype=np.int8)
+    w = rng.integers(-128, 128, (30, 30, 3, 3), dtype=np.int8)
+    layer = ConvLayer(w, np.zeros(30, np.int32), np.full(30, 1000), np.full(30, 16), pads=1)
+    body = build_conv_program(cfg, layer, x).instructions[:-1]
+    prog = body * -(-12_000 // len(body)) + [isa.Finish()]
+    times = []
+    for _ in range(runs):
+        t0 = time.process_time()
+        cycles = simulate_program(cfg, prog).cycles
+        times.append(time.process_time() - t0)
+    row = {"instructions": len(prog), "cycles": cycles, "cpu_seconds": float(np.median(times))}
+    if verbose:
+        print(f"stream of {len(prog):,} instructions ({cycles:,} cycles): median {row['cpu_seconds']:.3f} s CPU "
+              f"over {runs} runs ({len(prog) / row['cpu_seconds']:,.0f} instructions/s)")
+    return row
 
 
 def configs() -> dict[str, ProcessorConfig]:
@@ -211,6 +236,7 @@ def main() -> int:
     group = ap.add_mutually_exclusive_group()
     group.add_argument("--layers-only", action="store_true")
     group.add_argument("--networks-only", action="store_true")
+    group.add_argument("--stream-only", action="store_true", help="only the estimator's own speed on a long stream")
     ap.add_argument("--no-lrn", action="store_true", help="skip the LRN layers (they need a build with the LRN block)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -218,6 +244,11 @@ def main() -> int:
     scale = max(1, cfg.conv_c // 4)
     verbose = not args.json
     out: dict[str, object] = {"config": args.config, "C": cfg.conv_c}
+    out["stream"] = bench_stream_speed(cfg, verbose)
+    if args.stream_only:
+        if not verbose:
+            print(json.dumps(out, indent=1))
+        return 0
     if not args.networks_only:
         if verbose:
             print(f"Single layers (config {args.config}, C = {cfg.conv_c}; target |error| <= {100 * LAYER_TOL:.0f} %):")

@@ -5,7 +5,6 @@ behaviour (``docs/estimator.md``)."""
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -139,23 +138,25 @@ def test_encoded_program_gives_the_same_timeline():
     assert simulate_program(CFG, isa.encode_program(prog)).cycles == cycles(prog)
 
 
-def test_large_streams_are_fast():
-    """A stream of ~12k instructions (GoogLeNet-sized) is timed in well under a second of CPU time
-    (process time, so that other jobs on a shared machine do not make the test flaky)."""
+def test_long_streams_are_timed_in_steady_state():
+    """A GoogLeNet-sized stream (~12k instructions: one conv program's body repeated) is timed in
+    steady state: twice the repeats cost twice the cycles, up to the pipeline's fill and drain at
+    the ends. How fast the estimator runs is a benchmark figure
+    (``benchmarks/bench_estimator.py --stream-only``), not a timed test."""
     rng = np.random.default_rng(0)
     x = rng.integers(-128, 128, (30, 9, 13), dtype=np.int8)
     w = rng.integers(-128, 128, (30, 30, 3, 3), dtype=np.int8)
     layer = ConvLayer(w, np.zeros(30, np.int32), np.full(30, 1000), np.full(30, 16), pads=1)
     body = build_conv_program(CFG, layer, x).instructions[:-1]  # without FINISH
-    prog: list[isa.Instruction] = []
-    while len(prog) < 12_000:
-        prog.extend(body)
-    prog.append(F())
-    t0 = time.process_time()
-    tl = simulate_program(CFG, prog)
-    elapsed = time.process_time() - t0
-    assert tl.cycles > 0
-    assert elapsed < 1.0, f"{len(prog)} instructions took {elapsed:.2f} s"
+    repeats = -(-6_000 // len(body))
+    half = simulate_program(CFG, body * repeats + [F()]).cycles
+    full = simulate_program(CFG, body * (2 * repeats) + [F()]).cycles
+    one = simulate_program(CFG, body + [F()]).cycles
+    assert len(body) * 2 * repeats >= 12_000
+    assert half > 0
+    # The second half overlaps its first loads with the first half's tail, so it may cost up to one
+    # body's fill less than the first; it never costs more.
+    assert 2 * half - one <= full <= 2 * half, (one, half, full)
 
 
 def test_lrntab_costs_c_plus_2_cycles_per_prm_word():
