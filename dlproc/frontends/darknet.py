@@ -28,7 +28,7 @@ import numpy as np
 from dlproc.errors import ModelError
 from dlproc.ir import Activation, Layer, Network, Shape
 
-__all__ = ["load_darknet", "RANDOM_SEED", "SECTIONS"]
+__all__ = ["load_darknet", "darknet_weight_count", "RANDOM_SEED", "SECTIONS"]
 
 # Seed of numpy.random.default_rng for the parameters of a cfg loaded without .weights.
 RANDOM_SEED = 0
@@ -111,6 +111,16 @@ def load_darknet(cfg_path: str | Path, weights_path: str | Path | None = None,
     builder.finish_params()
     return builder.network(weights_path)
 
+
+
+def darknet_weight_count(cfg_path: str | Path, input_size: tuple[int, int] | None = None) -> int:
+    """How many float32 values the ``.weights`` file of this cfg holds after its header (every
+    conv and connected layer's biases, batch-norm statistics and weights, in file order): a
+    version 0.2+ file is ``20 + 4 * count`` bytes."""
+    cfg_path = Path(cfg_path)
+    builder = _Builder(cfg_path, _parse_cfg(cfg_path), input_size)
+    builder.build()
+    return sum(count for entry in builder.weighted for _, count in entry.counts())
 
 # -- cfg parsing --------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from onnx import helper, numpy_helper
 from dlproc.errors import ModelError, UnsupportedOperatorError
 from dlproc.ir import Activation, Layer, Network, Shape
 
-__all__ = ["load_onnx", "SUPPORTED_OPS"]
+__all__ = ["load_onnx", "read_model", "SUPPORTED_OPS"]
 
 # Layers with a (Cout, ...) weight and a bias: BatchNormalization, an Add of a constant and an
 # activation fold into them.
@@ -52,11 +52,11 @@ def load_onnx(model: str | Path | onnx.ModelProto, input_size: tuple[int, int] |
     ``input_size`` (height, width) fixes the spatial size of an input whose height/width are
     symbolic in the model; a model with fixed sizes must not be given a different one.
     """
-    proto, source, path = _read_model(model)
+    proto, source, path = read_model(model)
     return _Importer(proto, source, path, input_size).run()
 
 
-def _read_model(model: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, str, Path | None]:
+def read_model(model: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, str, Path | None]:
     """Parse and check the model so that a broken file fails here, with the file's name."""
     if isinstance(model, onnx.ModelProto):
         proto, source, path = model, f"ONNX model {model.graph.name or '(unnamed)'!r}", None

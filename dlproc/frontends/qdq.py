@@ -363,9 +363,9 @@ def qdq_spec(source: str, net: Network, stripped: StrippedModel) -> QuantSpec:
 
 
 def _read(model: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, str, Path | None]:
-    from dlproc.frontends.onnx import _read_model
+    from dlproc.frontends.onnx import read_model
 
-    return _read_model(model)
+    return read_model(model)
 
 
 def load_qdq_float(model: str | Path | onnx.ModelProto, input_size: tuple[int, int] | None = None) -> Network:

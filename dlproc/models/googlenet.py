@@ -14,7 +14,7 @@ concatenated along the channels. 1.58 G multiply-accumulates, 7.0 M weights.
 
 The weights are random (He-scaled normal, fixed seed), so the model exercises the performance
 and bit-exactness of the processor, not accuracy. The benchmarks and tests share this builder:
-``benchmarks/bench_googlenet.py``, ``tests/test_googlenet.py``.
+``benchmarks/bench_googlenet.py``, ``tests/compiler/test_googlenet.py``.
 """
 
 from __future__ import annotations

@@ -133,19 +133,10 @@ def _conv_fc(spec: QuantSpec, layer: Layer, q, srcs: list) -> None:
 
 
 def _other(net: Network, layer: Layer, q, srcs: list) -> None:
-    """Every other hardware op: the quantizer's own parameter builders, given the file's scales.
+    """Every other hardware op: the quantizer's own parameter builders, given the file's scales
+    (the formulas stay in one place)."""
+    from dlproc.quant.quantizer import fill_hardware_params
 
-    They need nothing of the quantizer but the float network (for input shapes), so a bare
-    Quantizer object holding ``net`` stands in; the formulas stay in one place.
-    """
-    from dlproc.quant.quantizer import _BUILDERS, Quantizer
-
-    builder = _BUILDERS.get(layer.op)
-    if builder is None:
-        return
-    host = Quantizer.__new__(Quantizer)
-    host.network = net
-    host.int8_softmax = False
-    builder(host, layer, q, srcs)
+    fill_hardware_params(net, layer, q, srcs)
     q.act_min = max(q.act_min, INT8_MIN)
     q.act_max = min(q.act_max, INT8_MAX)

@@ -47,7 +47,7 @@ from dlproc.quant.report import (
     ValidationTable,
 )
 
-__all__ = ["Quantizer", "choose_qparams", "top1_accuracy", "BATCH"]
+__all__ = ["Quantizer", "choose_qparams", "fill_hardware_params", "top1_accuracy", "BATCH"]
 
 #: Samples per forward pass while calibrating and validating (bounds the memory of collected
 #: activations; results do not depend on it).
@@ -486,6 +486,24 @@ _BUILDERS: dict[str, Callable[[Quantizer, Layer, QLayer, list[QLayer]], None]] =
     "softmax": Quantizer._softmax,
 }
 
+
+
+def fill_hardware_params(network: Network, layer: Layer, q: QLayer, srcs: list[QLayer], *,
+                         int8_softmax: bool = False) -> None:
+    """Fill the hardware parameters of ``q`` (int8 weights, int32 biases, requantization,
+    tables) from the float ``layer`` and the scales already on ``q`` and its sources ``srcs``:
+    the quantizer's own formulas, for importers that bring the scales from a file
+    (``dlproc.quant.imported``). Layers without parameters are left as they are.
+
+    The builders need nothing of a quantizer but the float network (for input shapes) and the
+    softmax choice, so a bare Quantizer holding those stands in for a calibrated one."""
+    builder = _BUILDERS.get(layer.op)
+    if builder is None:
+        return
+    host = Quantizer.__new__(Quantizer)
+    host.network = network
+    host.int8_softmax = int8_softmax
+    builder(host, layer, q, srcs)
 
 def _onnx_runtime_outputs(net: Network, x: np.ndarray) -> list[np.ndarray]:
     """Run the network's ONNX file in ONNX Runtime; its outputs in ``net.outputs`` order, NCHW."""

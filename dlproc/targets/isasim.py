@@ -255,6 +255,16 @@ class Machine:
             dma_limit = self.dram.size
         return _Run(self, insn_base, count, dma_base, dma_limit).execute()
 
+    def execute_alone(self, insn: isa.Instruction, *, dma_base: int = 0, dma_limit: int | None = None) -> None:
+        """Apply one instruction to the state (buffers, tables, DRAM) as its unit would, without
+        the fetch, the queues or the tokens: what a check of an instruction's own reads and
+        writes needs (the compiler's hazard footprints are tested this way). The checks of
+        :meth:`run` apply and raise the same errors."""
+        if isinstance(insn, (isa.Mark, isa.Finish)):
+            raise SimulationError(f"{insn.OPCODE.name} has no effect of its own to apply; use run()")
+        run = _Run(self, 0, 0, dma_base, self.dram.size if dma_limit is None else dma_limit)
+        getattr(run, f"_exec_{insn.OPCODE.name.lower()}")(insn, 0)
+
 
 class _Run:
     """One execution: the fetch pointer, the unit queues and the token counters."""

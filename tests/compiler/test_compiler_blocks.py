@@ -7,22 +7,19 @@ from __future__ import annotations
 
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from dlproc.compiler import compile_network
 from dlproc.errors import CompileError
-from dlproc.frontends import load_onnx
 from dlproc.targets.golden.run import run_int8
 from dlproc.ir import Activation
-from dlproc.quant import Quantizer
 from dlproc.targets.workflow import Workflow
 
 from layerprog_cases import small_config
 from test_compiler_random import check_golden
 from test_quant_nets import NetBuilder, rand_b, rand_w
 from networks import DARKNET
+from block_networks import quantize_random, resnet_block, upsample_route
 
 
 def _config(lrn: bool = False):
@@ -32,57 +29,11 @@ def _config(lrn: bool = False):
     return cfg
 
 
-def _quantize(net, rng, lo=-1.0, hi=1.0):
-    q = Quantizer(net)
-    c, h, w = q.input_shape
-    q.calibrate(rng.uniform(lo, hi, (12, c, h, w)).astype(np.float32))
-    return q.quantize()
-
-
-def _onnx_model(nodes, in_shape, inits):
-    graph = helper.make_graph(
-        nodes, "blocks",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.asarray(v, dtype=np.float32), k) for k, v in inits.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return onnx.shape_inference.infer_shapes(model)
-
-
-def _bn(rng, c, p):
-    return {f"{p}_s": rng.uniform(0.5, 1.5, c), f"{p}_b": rng.normal(0, 0.1, c), f"{p}_m": rng.normal(0, 0.1, c),
-            f"{p}_v": rng.uniform(0.5, 1.5, c)}
-
-
-def resnet_block(rng):
-    """conv-bn-relu-conv-bn on the main path, a 1x1 stride-2 projection conv-bn on the shortcut, add, relu."""
-    cin, co = 4, 8
-    inits = {"w1": rng.normal(0, 0.3, (co, cin, 3, 3)), "w2": rng.normal(0, 0.2, (co, co, 3, 3)),
-             "wp": rng.normal(0, 0.4, (co, cin, 1, 1)), **_bn(rng, co, "bn1"), **_bn(rng, co, "bn2"),
-             **_bn(rng, co, "bnp")}
-    bn = lambda p, i, o: helper.make_node("BatchNormalization", [i, f"{p}_s", f"{p}_b", f"{p}_m", f"{p}_v"], [o],
-                                          name=p)
-    nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", strides=[2, 2], pads=[1, 1, 1, 1]),
-        bn("bn1", "c1", "n1"),
-        helper.make_node("Relu", ["n1"], ["r1"], name="relu1"),
-        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
-        bn("bn2", "c2", "n2"),
-        helper.make_node("Conv", ["x", "wp"], ["cp"], name="proj", strides=[2, 2]),
-        bn("bnp", "cp", "np"),
-        helper.make_node("Add", ["n2", "np"], ["s"], name="add"),
-        helper.make_node("Relu", ["s"], ["y"], name="relu2"),
-    ]
-    return load_onnx(_onnx_model(nodes, [1, cin, 8, 8], inits))
-
-
 def test_resnet_basic_block_with_projection_matches_golden():
     rng = np.random.default_rng(11)
     net = resnet_block(rng)
     assert "add" in [l.op for l in net.layers]
-    qnet = _quantize(net, rng)
+    qnet = quantize_random(net, rng)
     add = next(l for l in qnet.layers if l.op == "add")
     x = rng.uniform(-1, 1, (2, 4, 8, 8)).astype(np.float32)
     cn = check_golden(qnet, _config(), x)
@@ -110,32 +61,16 @@ def inception_lrn(rng):
 
 def test_inception_block_with_lrn_matches_golden():
     rng = np.random.default_rng(21)
-    qnet = _quantize(inception_lrn(rng), rng)
+    qnet = quantize_random(inception_lrn(rng), rng)
     x = rng.uniform(-1, 1, (2, 4, 8, 8)).astype(np.float32)
     cn = check_golden(qnet, _config(lrn=True), x)
     assert cn.layer("norm").hw and cn.layer("norm").insn_count > 0
     assert cn.layer("norm2").hw
 
 
-def upsample_route(rng):
-    """yolov3-tiny style: a strided trunk, a 1x1 conv, upsample x2, route (concat) with the
-    earlier higher-resolution feature map, a conv; plus an add of two branches."""
-    b = NetBuilder("route", (3, 8, 8))
-    c0 = b.conv("c0", "input", rand_w(rng, 8, 3, 3, 3), rand_b(rng, 8), pads=(1, 1, 1, 1),
-                act=Activation("leaky", alpha=0.1))
-    p0 = b.pool("p0", c0, "maxpool", 2, 2)
-    c1 = b.conv("c1", p0, rand_w(rng, 8, 8, 3, 3), rand_b(rng, 8), pads=(1, 1, 1, 1),
-                act=Activation("leaky", alpha=0.1))
-    c2 = b.conv("c2", c1, rand_w(rng, 4, 8, 1, 1), rand_b(rng, 4), act=Activation("leaky", alpha=0.1))
-    up = b.upsample("up", c2, 2)
-    cat = b.concat("route", [up, c0])
-    out = b.conv("head", cat, rand_w(rng, 6, 12, 1, 1), rand_b(rng, 6))
-    return b.build([out])
-
-
 def test_upsample_and_route_match_golden():
     rng = np.random.default_rng(31)
-    qnet = _quantize(upsample_route(rng), rng)
+    qnet = quantize_random(upsample_route(rng), rng)
     x = rng.uniform(-1, 1, (2, 3, 8, 8)).astype(np.float32)
     cn = check_golden(qnet, _config(), x)
     assert cn.layer("up").hw and cn.layer("up").insn_count > 0
@@ -146,7 +81,7 @@ def test_upsample_as_network_output_and_non_square_scale():
     b = NetBuilder("up2", (4, 5, 3))
     a = b.conv("a", "input", rand_w(rng, 6, 4, 1, 1), rand_b(rng, 6), act=Activation("relu"))
     b.upsample("up", a, 3)
-    qnet = _quantize(b.build(["up"]), rng)
+    qnet = quantize_random(b.build(["up"]), rng)
     check_golden(qnet, _config(), rng.uniform(-1, 1, (1, 4, 5, 3)).astype(np.float32))
 
 
@@ -158,7 +93,7 @@ def test_residual_add_of_the_network_input_and_as_concat_input():
     c = b.conv("c", s, rand_w(rng, 4, 4, 1, 1), rand_b(rng, 4))
     s2 = b.eltwise_add("res2", c, s)
     cat = b.concat("cat", [s2, a])
-    qnet = _quantize(b.build([cat]), rng)
+    qnet = quantize_random(b.build([cat]), rng)
     check_golden(qnet, _config(), rng.uniform(-1, 1, (2, 4, 6, 6)).astype(np.float32))
 
 
@@ -173,7 +108,7 @@ def _blocks_net(op):
         out = b.upsample("up", a)
     else:
         out = b.lrn("norm", a)
-    return _quantize(b.build([out]), rng, 0.0, 1.0)
+    return quantize_random(b.build([out]), rng, 0.0, 1.0)
 
 
 @pytest.mark.parametrize("op, module, prop", [("add", "adder", "ModuleGeneration"),
@@ -201,7 +136,7 @@ def test_yolov3_tiny_route_upsample_matches_golden():
 
     rng = np.random.default_rng(71)
     net = load_darknet(str(YOLOV3_TINY), input_size=(64, 64))
-    qnet = _quantize(net, rng, 0.0, 1.0)
+    qnet = quantize_random(net, rng, 0.0, 1.0)
     wf = Workflow(qnet, ProcessorConfig.preset("de10nano_int8"), target="golden")
     cn = wf.compile()
     x = rng.uniform(0, 1, (1, 3, 64, 64)).astype(np.float32)

@@ -32,10 +32,10 @@ from dlproc.targets.workflow import Workflow
 from layerprog_cases import small_config
 from networks import DARKNET
 from sim_fixture import blocks_config
-from test_compiler_blocks import _quantize, resnet_block, upsample_route
-from test_googlenet import _mini_inception
+from block_networks import quantize_random, resnet_block, upsample_route
+from block_networks import mini_inception
 from test_rtl_networks import inception_lrn_onnx
-from test_googlenet import _quantize as _quantize_shape
+from block_networks import quantize_shape
 
 CFG4 = small_config(4)
 GEOM4 = Geometry.from_config(CFG4)
@@ -131,7 +131,7 @@ def _googlenet32():
     net = load_onnx(googlenet_onnx(size=32, classes=10))
     cfg = ProcessorConfig.preset("arria10soc_int8")
     cfg.set_module_property("conv", "LRNBlockGeneration", True)
-    return _quantize_shape(net, (3, 32, 32), n=2), cfg
+    return quantize_shape(net, (3, 32, 32), n=2), cfg
 
 
 def _digits():
@@ -142,19 +142,19 @@ def _digits():
 
 def _yolo():
     net = load_darknet(str(DARKNET / "yolov3-tiny.cfg"), input_size=(64, 64))
-    return _quantize(net, np.random.default_rng(2301), 0.0, 1.0), blocks_config()
+    return quantize_random(net, np.random.default_rng(2301), 0.0, 1.0), blocks_config()
 
 
 NETWORKS = {
     "googlenet32": _googlenet32,
-    "inception": lambda: (_quantize_shape(_mini_inception(np.random.default_rng(3)), (4, 10, 10)), CFG4),
-    "resnet": lambda: (_quantize(resnet_block(np.random.default_rng(2201)), np.random.default_rng(2201)),
+    "inception": lambda: (quantize_shape(mini_inception(np.random.default_rng(3)), (4, 10, 10)), CFG4),
+    "resnet": lambda: (quantize_random(resnet_block(np.random.default_rng(2201)), np.random.default_rng(2201)),
                        blocks_config()),
     "yolov3tiny": _yolo,
     "digits": _digits,
-    "lrn": lambda: (_quantize(inception_lrn_onnx(np.random.default_rng(2101)), np.random.default_rng(2101), 0.0, 1.0),
+    "lrn": lambda: (quantize_random(inception_lrn_onnx(np.random.default_rng(2101)), np.random.default_rng(2101), 0.0, 1.0),
                     blocks_config()),
-    "upsample": lambda: (_quantize(upsample_route(np.random.default_rng(31)), np.random.default_rng(31)),
+    "upsample": lambda: (quantize_random(upsample_route(np.random.default_rng(31)), np.random.default_rng(31)),
                          blocks_config()),
 }
 
@@ -287,14 +287,13 @@ def test_footprints_cover_what_the_isa_simulator_touches(name):
     write footprint, and the values it writes depend only on the words of the read footprint
     (everything else is randomised between two executions)."""
     from dlproc.compiler.hazards import footprint
-    from dlproc.targets.isasim import Machine, _Run
+    from dlproc.targets.isasim import Machine
 
     _, cfg, cn = _compiled(name)
     geom = Geometry.from_config(cfg)
     rng = np.random.default_rng(11)
     size = cn.base + cn.memory_map.end
     m = Machine(cfg, dram_size=size)
-    run = _Run(m, 0, 0, 0, size)
 
     def randomise(keep=None):
         for attr, space in zip(_STATE, ("INP", "WGT", "OUT", "DRAM", "PRM")):
@@ -319,7 +318,7 @@ def test_footprints_cover_what_the_isa_simulator_touches(name):
         rmask, wmask = _mask(m, geom, reads), _mask(m, geom, writes)
         randomise()
         before = {s: _space_view(m, s).copy() for s in ("INP", "WGT", "PRM", "OUT", "DRAM")}
-        getattr(run, f"_exec_{insn.OPCODE.name.lower()}")(insn, 0)
+        m.execute_alone(insn)
         first = {}
         for s in before:
             view = _space_view(m, s)
@@ -332,7 +331,7 @@ def test_footprints_cover_what_the_isa_simulator_touches(name):
         for s in before:
             _space_view(m, s)[...] = before[s]
         randomise(keep={**rmask, "DRAM": rmask["DRAM"] | wmask["DRAM"]})
-        getattr(run, f"_exec_{insn.OPCODE.name.lower()}")(insn, 0)
+        m.execute_alone(insn)
         for s in before:
             np.testing.assert_array_equal(_space_view(m, s)[wmask[s]], first[s],
                                           err_msg=f"{insn.OPCODE.name} writes other {s} values when words outside "

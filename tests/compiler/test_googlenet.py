@@ -14,35 +14,10 @@ from dlproc.config import ProcessorConfig
 from dlproc.frontends.onnx import load_onnx
 from dlproc.targets.golden.run import run_int8
 from dlproc.models import INCEPTION, googlenet_macs, googlenet_onnx
-from dlproc.quant import Quantizer
 from dlproc.targets.workflow import Workflow
 
 from layerprog_cases import small_config
-from test_quant_nets import RELU, NetBuilder, rand_b, rand_w
-
-
-def _quantize(net, shape, n=3, seed=0):
-    q = Quantizer(net)
-    q.calibrate(np.random.default_rng(seed).uniform(0, 1, (n, *shape)).astype(np.float32))
-    return q.quantize()
-
-
-def _mini_inception(rng) -> object:
-    """An inception-like module at C = 4 whose branch widths (3, 6, 5, 2) are not multiples of 4."""
-    b = NetBuilder("mini_inception", (4, 10, 10))
-    x = b.conv("stem", "input", rand_w(rng, 6, 4, 3, 3), rand_b(rng, 6), pads=(1, 1, 1, 1), act=RELU)
-    b1 = b.conv("b1", x, rand_w(rng, 3, 6, 1, 1), rand_b(rng, 3), act=RELU)
-    r3 = b.conv("r3", x, rand_w(rng, 5, 6, 1, 1), rand_b(rng, 5), act=RELU)
-    b3 = b.conv("b3", r3, rand_w(rng, 6, 5, 3, 3), rand_b(rng, 6), pads=(1, 1, 1, 1), act=RELU)
-    r5 = b.conv("r5", x, rand_w(rng, 2, 6, 1, 1), rand_b(rng, 2), act=RELU)
-    b5 = b.conv("b5", r5, rand_w(rng, 5, 2, 5, 5), rand_b(rng, 5), pads=(2, 2, 2, 2), act=RELU)
-    p = b.pool("pool", x, "maxpool", 3, 1, pads=(1, 1, 1, 1))
-    bp = b.conv("proj", p, rand_w(rng, 2, 6, 1, 1), rand_b(rng, 2), act=RELU)
-    cat = b.concat("cat", [b1, b3, b5, bp])  # 16 channels, 3 + 6 + 5 + 2: padded to 4 + 8 + 8 + 2
-    y = b.pool("down", cat, "maxpool", 3, 2, pads=(0, 0, 1, 1))
-    z = b.conv("after", y, rand_w(rng, 5, 16, 1, 1), rand_b(rng, 5), act=RELU)
-    b.fc("fc", b.gap("gap", z), rand_w(rng, 7, 5), rand_b(rng, 7))
-    return b.build(["fc"])
+from block_networks import mini_inception, quantize_shape
 
 
 def test_builder_topology_and_macs():
@@ -61,8 +36,8 @@ def test_builder_topology_and_macs():
 
 
 def test_unaligned_concat_pads_channels_and_is_bit_exact():
-    net = _mini_inception(np.random.default_rng(3))
-    qnet = _quantize(net, (4, 10, 10))
+    net = mini_inception(np.random.default_rng(3))
+    qnet = quantize_shape(net, (4, 10, 10))
     cfg = small_config(4)
     cn = compile_network(qnet, cfg)
     assert any("padding channels" in n for n in cn.notes)
@@ -76,8 +51,8 @@ def test_unaligned_concat_pads_channels_and_is_bit_exact():
 
 
 def test_weight_prefetch_moves_loads_in_front_of_barriers():
-    net = _mini_inception(np.random.default_rng(3))
-    cn = compile_network(_quantize(net, (4, 10, 10)), small_config(4))
+    net = mini_inception(np.random.default_rng(3))
+    cn = compile_network(quantize_shape(net, (4, 10, 10)), small_config(4))
     insns = isa.decode_program(cn.instructions)
     # "after" follows the max pool "down" (which it reads, so through a full barrier): its first
     # WGT load now precedes the pool's barrier, so the first LOAD of "after" (which takes the
@@ -93,7 +68,7 @@ def test_weight_prefetch_moves_loads_in_front_of_barriers():
 
 def test_googlenet_32_on_the_arria10_preset_is_bit_exact_on_the_isa_simulator():
     net = load_onnx(googlenet_onnx(size=32, classes=10))
-    qnet = _quantize(net, (3, 32, 32), n=2)
+    qnet = quantize_shape(net, (3, 32, 32), n=2)
     cfg = ProcessorConfig.preset("arria10soc_int8")
     cfg.set_module_property("conv", "LRNBlockGeneration", True)
     cn = compile_network(qnet, cfg)
@@ -107,8 +82,8 @@ def test_googlenet_32_on_the_arria10_preset_is_bit_exact_on_the_isa_simulator():
 
 @pytest.mark.slow
 def test_unaligned_concat_on_rtl_is_bit_exact():
-    net = _mini_inception(np.random.default_rng(3))
-    qnet = _quantize(net, (4, 10, 10))
+    net = mini_inception(np.random.default_rng(3))
+    qnet = quantize_shape(net, (4, 10, 10))
     cfg = small_config(4)
     x = np.random.default_rng(6).uniform(0, 1, (1, 4, 10, 10)).astype(np.float32)
     ref = run_int8(qnet, qnet.quantize_input(x), collect=True)

@@ -177,9 +177,9 @@ def test_inception_like_network_within_3_percent():
     from dlproc.compiler import compile_network
     from dlproc.targets.workflow import Workflow
 
-    from test_googlenet import _mini_inception
+    from block_networks import mini_inception
 
-    net = _mini_inception(np.random.default_rng(3))
+    net = mini_inception(np.random.default_rng(3))
     cn = compile_network(synthetic_quantize(net), CFG)
     assert any("sibling 1x1 convs" in n for n in cn.notes)
     rep = estimate_compiled(cn, CFG)

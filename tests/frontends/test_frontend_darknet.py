@@ -12,7 +12,7 @@ import pytest
 
 from dlproc.errors import ModelError
 from dlproc.frontends import load_darknet, load_network
-from dlproc.frontends.darknet import _Builder, _parse_cfg
+from dlproc.frontends.darknet import darknet_weight_count
 from dlproc.ir import Activation, Shape
 from test_frontend_reference import run_ir
 from networks import DARKNET
@@ -248,11 +248,7 @@ def test_weights_of_the_wrong_size_say_expected_and_actual_bytes(tmp_path):
 def test_yolov3_weights_size_matches_the_published_file():
     # yolov3.weights is 248 007 048 bytes (AlexeyAB/darknet issue #1910: "62 001 762 floats" incl.
     # the header); the importer must expect exactly that many bytes for yolov3.cfg.
-    sections = _parse_cfg(DARKNET / "yolov3.cfg")
-    builder = _Builder(DARKNET / "yolov3.cfg", sections, None)
-    builder.build()
-    floats = sum(count for entry in builder.weighted for _, count in entry.counts())
-    assert 20 + 4 * floats == 248_007_048
+    assert 20 + 4 * darknet_weight_count(DARKNET / "yolov3.cfg") == 248_007_048
 
 
 # -- malformed cfgs -------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def test_fc_random_matches_golden_and_isasim(c, lanes):
     rng = np.random.default_rng(600 + lanes + 100 * c)
     buf = random_buffers(rng, hw, scale_taps=12)
     insns, refs, base = [], [], 0
-    x = None
+    x, x_len = None, 0
     for t in range(3):
         n_in = int(rng.integers(1, 80))
         n_out = int(rng.integers(1, 11))

@@ -54,17 +54,12 @@ def test_upsample_rtl_matches_isasim_and_golden(sim):
     np.testing.assert_array_equal(out, ref)
 
 
-def _all_blocks_config():
-    # Shared with test_rtl_networks.py (one native build for both).
-    return blocks_config()
-
-
 @pytest.fixture(scope="module")
 def sim_all():
     """A processor with every optional block (sim_fixture.blocks_config, shared with test_rtl_networks)."""
     from dlproc.sim.harness import NativeSim
 
-    with NativeSim(_all_blocks_config(), ddr_size=1 << 20) as s:
+    with NativeSim(blocks_config(), ddr_size=1 << 20) as s:
         yield s
 
 
@@ -76,7 +71,7 @@ def test_lrn_rtl_matches_isasim_and_golden(sim_all):
     params = ops.lrn_params(5, 1e-4, 0.75, 1.0, 0.1, 0.05)  # GoogLeNet's size/alpha/beta/bias
     layer = LrnLayer(size=5, zp_in=-3, table_mult=params.mult, table_shift=params.shift, zp_out=2)
     x = rng.integers(-128, 128, (19, 9, 11), dtype=np.int8)
-    prog = build_lrn_program(_all_blocks_config(), layer, x)
+    prog = build_lrn_program(blocks_config(), layer, x)
     out, res = sim_all.run_layer_program(prog, max_cycles=5_000_000)
     assert res.error_code == 0
     ref = ops.lrn(x[None], 5, -3, params.mult, params.shift, 2)[0]
@@ -90,7 +85,7 @@ def test_softmax_rtl_matches_isasim_and_golden(sim_all):
     rng = np.random.default_rng(1203)
     x = rng.integers(-128, 128, (1000, 1, 1), dtype=np.int8)  # a classifier's output
     table = ops.softmax_exp_table(0.08)
-    prog = build_softmax_program(_all_blocks_config(), SoftmaxLayer(table), x)
+    prog = build_softmax_program(blocks_config(), SoftmaxLayer(table), x)
     out, res = sim_all.run_layer_program(prog, max_cycles=5_000_000)
     assert res.error_code == 0
     ref = ops.softmax_int8(x[None], table)[0]

@@ -17,11 +17,11 @@ from dlproc.hardware.numerics import requantize
 from dlproc.targets.workflow import Workflow
 
 from test_compiler_fc import gemm_softmax_net, quantize
-from test_rtl_blocks import _all_blocks_config
+from sim_fixture import blocks_config
 
 pytestmark = pytest.mark.slow
 
-CFG = _all_blocks_config()
+CFG = blocks_config()  # one native build shared with test_rtl_blocks and test_rtl_networks
 
 
 def sim_hw() -> isa.HardwareParams:

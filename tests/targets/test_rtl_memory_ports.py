@@ -264,7 +264,7 @@ def test_estimate_follows_the_two_port_rtl(sim):
 
 def _chain_onnx(rng):
     """conv 3x3 (relu) -> max pool 2x2 -> conv 1x1: layers that read what the previous one stored."""
-    from test_compiler_blocks import _onnx_model
+    from block_networks import onnx_model
 
     from dlproc.frontends import load_onnx
 
@@ -275,19 +275,19 @@ def _chain_onnx(rng):
         helper.make_node("MaxPool", ["r1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
         helper.make_node("Conv", ["p1", "w2"], ["y"], name="conv2"),
     ]
-    return load_onnx(_onnx_model(nodes, [1, 4, 12, 12], inits))
+    return load_onnx(onnx_model(nodes, [1, 4, 12, 12], inits))
 
 
 @pytest.mark.slow
 def test_chained_network_matches_isa_simulator(sim):
-    from test_compiler_blocks import _quantize
+    from block_networks import quantize_random
     from test_rtl_networks import check_same_dram
 
     from dlproc.targets.golden.run import run_int8
     from dlproc.targets.workflow import Workflow
 
     rng = np.random.default_rng(4401)
-    qnet = _quantize(_chain_onnx(rng), rng, 0.0, 1.0)
+    qnet = quantize_random(_chain_onnx(rng), rng, 0.0, 1.0)
     x = rng.uniform(0, 1, (2, 4, 12, 12)).astype(np.float32)
     ref = run_int8(qnet, qnet.quantize_input(x), collect=True)
     golden = Workflow(qnet, CFG2, target="golden")

@@ -24,7 +24,7 @@ from dlproc.targets.golden.run import run_int8
 from dlproc.targets.workflow import Workflow
 
 from sim_fixture import blocks_config
-from test_compiler_blocks import _onnx_model, _quantize, resnet_block
+from block_networks import onnx_model, quantize_random, resnet_block
 from networks import DARKNET
 
 pytestmark = pytest.mark.slow
@@ -124,12 +124,12 @@ def inception_lrn_onnx(rng):
         helper.make_node("Concat", ["b1", "b3", "b5", "bp"], ["cat"], name="cat", axis=1),
         helper.make_node("LRN", ["cat"], ["y"], name="norm2", size=3, alpha=1e-3, beta=0.75, bias=2.0),
     ]
-    return load_onnx(_onnx_model(nodes, [1, 3, 16, 16], inits))
+    return load_onnx(onnx_model(nodes, [1, 3, 16, 16], inits))
 
 
 def test_inception_block_with_lrn_on_rtl():
     rng = np.random.default_rng(2101)
-    qnet = _quantize(inception_lrn_onnx(rng), rng, 0.0, 1.0)
+    qnet = quantize_random(inception_lrn_onnx(rng), rng, 0.0, 1.0)
     assert [l.op for l in qnet.layers].count("lrn") == 2
     cn, prof = run_on_rtl(qnet, rng.uniform(0, 1, (2, 3, 16, 16)).astype(np.float32))
     for name in ("norm1", "norm2"):
@@ -139,7 +139,7 @@ def test_inception_block_with_lrn_on_rtl():
 
 def test_resnet_basic_block_with_projection_on_rtl():
     rng = np.random.default_rng(2201)
-    qnet = _quantize(resnet_block(rng), rng)
+    qnet = quantize_random(resnet_block(rng), rng)
     add = next(l for l in qnet.layers if l.op == "add")
     cn, prof = run_on_rtl(qnet, rng.uniform(-1, 1, (2, 4, 8, 8)).astype(np.float32))
     assert cn.layer(add.name).hw and cn.layer(add.name).insn_count > 0
@@ -150,7 +150,7 @@ def test_resnet_basic_block_with_projection_on_rtl():
 def test_yolov3_tiny_route_upsample_on_rtl():
     rng = np.random.default_rng(2301)
     net = load_darknet(str(YOLOV3_TINY), input_size=(64, 64))
-    qnet = _quantize(net, rng, 0.0, 1.0)
+    qnet = quantize_random(net, rng, 0.0, 1.0)
     cn, prof = run_on_rtl(qnet, rng.uniform(0, 1, (1, 3, 64, 64)).astype(np.float32))
     assert len(cn.outputs) == 2  # the inputs of both yolo heads
     assert [e.hw for e in cn.layers if e.op == "upsample"] == [True]

@@ -12,10 +12,9 @@ import numpy as np
 from dlproc.hardware import isa
 from dlproc.errors import CompileError
 from dlproc.hardware.geometry import Geometry
-from dlproc.compiler.planners.packing import channel_blocks, check_requant, prm_word
-from dlproc.compiler.planners.schedule import (ConvAddrs, OP_OVERHEAD, OUT_SLOTS_MAX, Plan, SIZE_MAX, Step, StepLoad,
-                                               StepOp, ddr_model, estimate_steps, require_block, steps_dma_bytes,
-                                               table_stream)
+from dlproc.compiler.planners.packing import check_requant, prm_word
+from dlproc.compiler.planners.schedule import (ConvAddrs, ddr_model, estimate_steps, pixel_batch, pixel_batch_steps,
+                                               Plan, require_block, Step, steps_dma_bytes, table_stream)
 
 __all__ = ["LrnLayer", "pack_lrn_table", "lrn_table_stream", "plan_lrn", "lrn_table_cycles"]
 
@@ -73,13 +72,7 @@ def plan_lrn(geom: Geometry, layer: LrnLayer, shape: tuple[int, int, int], addrs
     require_block(geom, isa.Opcode.LRN)
     if not 1 <= int(layer.size) <= LRN_MAX_SIZE:
         raise CompileError(f"LRN size {layer.size}: the LRN block allows 1..{LRN_MAX_SIZE}")
-    ch, h, w = shape
-    nb = channel_blocks(ch, geom.c)
-    half, out_cap = geom.depth("INP") // 2, geom.depth("OUT") // 2
-    n = min(h * w, half // nb, out_cap // nb, SIZE_MAX)
-    if n < 1:
-        raise CompileError(f"LRN over {ch} channels: one pixel's {nb} channel blocks do not fit an INP half "
-                           f"({half} words) and half of OUT ({out_cap} words)")
+    nb, n = pixel_batch(geom, "LRN", shape)
     bw, lat = ddr_model(config, geom)
     # The largest tile needs the fewest instructions, but its first LOAD and last STORE do not
     # overlap anything; smaller tiles pipeline LOAD / LRN / STORE (LRN is DDR-bound: a word in
@@ -97,27 +90,13 @@ def plan_lrn(geom: Geometry, layer: LrnLayer, shape: tuple[int, int, int], addrs
 
 def _lrn_steps(geom: Geometry, layer: LrnLayer, shape: tuple[int, int, int], addrs: ConvAddrs, nb: int,
                n: int) -> tuple[list[Step], int]:
-    ch, h, w = shape
-    half = geom.depth("INP") // 2
-    out_words = n * nb
-    out_slots = min(OUT_SLOTS_MAX, geom.depth("OUT") // out_words)
-    pin, po = geom.pitch("INP"), geom.pitch("OUT")
-    steps = []
-    for k, p0 in enumerate(range(0, h * w, n)):
-        cnt = min(n, h * w - p0)
-        slot = k % 2
-        st = Step()
-        st.loads.append(StepLoad(isa.Load(buf=isa.Buf.INP, sram_base=slot * half, dram_addr=addrs.inp + p0 * pin,
-                                       x_size=cnt, z_size=nb, z_stride=h * w), ("INP", slot)))
-        st.reads.add(("INP", slot))
-        out_base = (k % out_slots) * out_words
-        lrn = isa.Lrn(inp_base=slot * half, out_base=out_base, in_plane=cnt, n_pix=cnt, cin_blocks=nb, channels=ch,
-                      size=int(layer.size), zp_in=int(layer.zp_in), zp_out=int(layer.zp_out),
-                      act_min=int(layer.act_min), act_max=int(layer.act_max))
-        store = isa.Store(sram_base=out_base, dram_addr=addrs.out + p0 * po, x_size=cnt, z_size=nb, z_stride=h * w)
-        st.ops.append(StepOp(lrn, store, cnt * nb + OP_OVERHEAD))
-        steps.append(st)
-    return steps, out_slots
+    def lrn(inp_base: int, out_base: int, cnt: int) -> isa.Lrn:
+        return isa.Lrn(inp_base=inp_base, out_base=out_base, in_plane=cnt, n_pix=cnt, cin_blocks=nb, channels=shape[0],
+                       size=int(layer.size), zp_in=int(layer.zp_in), zp_out=int(layer.zp_out),
+                       act_min=int(layer.act_min), act_max=int(layer.act_max))
+
+    # One output word per cycle (gateware/lrn.py).
+    return pixel_batch_steps(geom, shape, addrs, nb, n, lrn, lambda cnt: cnt * nb)
 
 
 def lrn_table_cycles(geom: Geometry) -> int:

@@ -14,11 +14,13 @@ from typing import Any, Callable
 from dlproc.hardware import isa
 from dlproc.errors import CompileError
 from dlproc.hardware.geometry import Geometry
+from dlproc.compiler.planners.packing import channel_blocks
 
 __all__ = [
     "PAD_MAX", "SIZE_MAX", "OUT_SLOTS_MAX", "StepLoad", "StepOp", "Step", "Plan", "Emitter",
     "emit_instructions", "chain_streams", "linear_loads", "estimate_steps", "steps_dma_bytes", "ConvAddrs",
-    "ddr_model", "OP_OVERHEAD", "geometry_of", "require_block", "table_stream", "FcEmitter",
+    "ddr_model", "OP_OVERHEAD", "geometry_of", "require_block", "table_stream", "FcEmitter", "pixel_batch",
+    "pixel_batch_steps",
 ]
 
 
@@ -254,6 +256,46 @@ def ddr_model(config: Any, geom: Geometry) -> tuple[float, int]:
 # used by the cost model to prefer fewer, larger instructions.
 OP_OVERHEAD = 16
 
+
+
+def pixel_batch(geom: Geometry, what: str, shape: tuple[int, int, int]) -> tuple[int, int]:
+    """(channel blocks, most pixels per batch) of a per-pixel channel operation (LRN, softmax):
+    a batch's channel blocks must fit half of INP (the other half is loading) and half of OUT."""
+    ch, h, w = shape
+    nb = channel_blocks(ch, geom.c)
+    half, out_cap = geom.depth("INP") // 2, geom.depth("OUT") // 2
+    n = min(h * w, half // nb, out_cap // nb, SIZE_MAX)
+    if n < 1:
+        raise CompileError(f"{what} over {ch} channels: one pixel's {nb} channel blocks do not fit an INP half "
+                           f"({half} words) and half of OUT ({out_cap} words)")
+    return nb, n
+
+
+def pixel_batch_steps(geom: Geometry, shape: tuple[int, int, int], addrs: ConvAddrs, nb: int, n: int,
+                      op: Callable[[int, int, int], isa.Instruction],
+                      cycles: Callable[[int], int]) -> tuple[list[Step], int]:
+    """Steps of a per-pixel channel operation in batches of ``n`` pixels: LOAD the batch's channel
+    blocks into an INP half (alternating, so the next batch loads while this one runs), run
+    ``op(inp_base, out_base, pixels)`` into an OUT slot of the ring, STORE it. ``cycles(pixels)``
+    is the operation's compute time for the cost model. Returns the steps and the ring length."""
+    ch, h, w = shape
+    half = geom.depth("INP") // 2
+    out_words = n * nb
+    out_slots = min(OUT_SLOTS_MAX, geom.depth("OUT") // out_words)
+    pin, po = geom.pitch("INP"), geom.pitch("OUT")
+    steps = []
+    for k, p0 in enumerate(range(0, h * w, n)):
+        cnt = min(n, h * w - p0)
+        slot = k % 2
+        st = Step()
+        st.loads.append(StepLoad(isa.Load(buf=isa.Buf.INP, sram_base=slot * half, dram_addr=addrs.inp + p0 * pin,
+                                       x_size=cnt, z_size=nb, z_stride=h * w), ("INP", slot)))
+        st.reads.add(("INP", slot))
+        out_base = (k % out_slots) * out_words
+        store = isa.Store(sram_base=out_base, dram_addr=addrs.out + p0 * po, x_size=cnt, z_size=nb, z_stride=h * w)
+        st.ops.append(StepOp(op(slot * half, out_base, cnt), store, cycles(cnt) + OP_OVERHEAD))
+        steps.append(st)
+    return steps, out_slots
 
 def geometry_of(config: Any) -> Geometry:
     return config if isinstance(config, Geometry) else Geometry.from_config(config)

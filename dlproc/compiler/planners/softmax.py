@@ -12,10 +12,9 @@ import numpy as np
 from dlproc.hardware import isa
 from dlproc.errors import CompileError
 from dlproc.hardware.geometry import Geometry
-from dlproc.compiler.planners.packing import channel_blocks, prm_word
-from dlproc.compiler.planners.schedule import (ConvAddrs, OP_OVERHEAD, OUT_SLOTS_MAX, Plan, SIZE_MAX, Step, StepLoad,
-                                               StepOp, ddr_model, estimate_steps, require_block, steps_dma_bytes,
-                                               table_stream)
+from dlproc.compiler.planners.packing import prm_word
+from dlproc.compiler.planners.schedule import (ConvAddrs, ddr_model, estimate_steps, pixel_batch, pixel_batch_steps,
+                                               Plan, require_block, Step, steps_dma_bytes, table_stream)
 
 __all__ = ["SoftmaxLayer", "pack_softmax_table", "softmax_table_stream", "plan_softmax"]
 
@@ -61,28 +60,13 @@ def plan_softmax(geom: Geometry, layer: SoftmaxLayer, shape: tuple[int, int, int
     ch, h, w = shape
     if not 1 <= ch <= SOFTMAX_MAX_CHANNELS:
         raise CompileError(f"softmax over {ch} channels: the softmax block allows 1..{SOFTMAX_MAX_CHANNELS}")
-    nb = channel_blocks(ch, geom.c)
-    half, out_cap = geom.depth("INP") // 2, geom.depth("OUT") // 2
-    n = min(h * w, half // nb, out_cap // nb, SIZE_MAX)
-    if n < 1:
-        raise CompileError(f"softmax over {ch} channels: one pixel's {nb} channel blocks do not fit an INP half "
-                           f"({half} words) and half of OUT ({out_cap} words)")
-    out_words = n * nb
-    out_slots = min(OUT_SLOTS_MAX, geom.depth("OUT") // out_words)
-    pin, po = geom.pitch("INP"), geom.pitch("OUT")
-    steps = []
-    for k, p0 in enumerate(range(0, h * w, n)):
-        cnt = min(n, h * w - p0)
-        slot = k % 2
-        st = Step()
-        st.loads.append(StepLoad(isa.Load(buf=isa.Buf.INP, sram_base=slot * half, dram_addr=addrs.inp + p0 * pin,
-                                       x_size=cnt, z_size=nb, z_stride=h * w), ("INP", slot)))
-        st.reads.add(("INP", slot))
-        out_base = (k % out_slots) * out_words
-        smx = isa.Softmax(inp_base=slot * half, out_base=out_base, in_plane=cnt, n_pix=cnt, cin_blocks=nb, channels=ch)
-        store = isa.Store(sram_base=out_base, dram_addr=addrs.out + p0 * po, x_size=cnt, z_size=nb, z_stride=h * w)
-        st.ops.append(StepOp(smx, store, cnt * (3 * nb + 78) + OP_OVERHEAD))
-        steps.append(st)
+    nb, n = pixel_batch(geom, "softmax", shape)
+
+    def softmax(inp_base: int, out_base: int, cnt: int) -> isa.Softmax:
+        return isa.Softmax(inp_base=inp_base, out_base=out_base, in_plane=cnt, n_pix=cnt, cin_blocks=nb, channels=ch)
+
+    # About 3 * cin_blocks + 78 cycles per pixel (gateware/softmax.py).
+    steps, out_slots = pixel_batch_steps(geom, shape, addrs, nb, n, softmax, lambda cnt: cnt * (3 * nb + 78))
     bw, lat = ddr_model(config, geom)
     plan = Plan("softmax", (1, n), nb, "tiles-outer", "none", len(steps), out_slots,
                 estimate_steps(geom, steps, out_slots, bw, lat), 0, steps_dma_bytes(geom, steps))

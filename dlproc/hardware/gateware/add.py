@@ -28,7 +28,7 @@ from amaranth.lib import data, wiring
 from dlproc.hardware import isa
 from dlproc.hardware.numerics import MAX_SHIFT, MULT_BITS
 
-from dlproc.hardware.gateware.engine import TAG_BITS, buffer_addr_bits, engine_signature, EngineCommand
+from dlproc.hardware.gateware.engine import Engine, TAG_BITS, EngineCommand
 from dlproc.hardware.gateware.output_stage import REQUANT_LANE
 
 __all__ = ["ADD_CMD_LAYOUT", "AddEngine"]
@@ -41,15 +41,11 @@ ADD_CMD_LAYOUT = data.StructLayout(
 _PROD_BITS = 9 + MULT_BITS + 1  # signed 9-bit times unsigned MULT_BITS
 
 
-class AddEngine(wiring.Component):
+class AddEngine(Engine):
     """Executes ADD commands. Ports as :class:`~dlproc.hardware.gateware.pool.PoolEngine` (no PRM port)."""
 
     def __init__(self, hw: isa.HardwareParams) -> None:
-        self.hw = hw
-        self.c = hw.c
-        self.inp_bits = buffer_addr_bits(hw, "inp")
-        self.out_bits = buffer_addr_bits(hw, "out")
-        super().__init__(engine_signature(hw, {"cmd": ADD_CMD_LAYOUT}, ("inp",)))
+        super().__init__(hw, {"cmd": ADD_CMD_LAYOUT}, ("inp",))
 
     def elaborate(self, platform) -> Module:
         m = Module()

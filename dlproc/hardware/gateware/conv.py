@@ -69,8 +69,8 @@ from amaranth.lib import data, memory, wiring
 
 from dlproc.hardware import isa
 
-from dlproc.hardware.gateware.engine import (TAG_BITS, EngineCommand, as_bounded, bounded_add, buffer_addr_bits,
-                                             engine_signature, inp_word_layout, wgt_word_layout)
+from dlproc.hardware.gateware.engine import (TAG_BITS, Engine, EngineCommand, as_bounded, bounded_add,
+                                             inp_word_layout, wgt_word_layout)
 from dlproc.hardware.gateware.output_stage import (
     REQUANT_LANE,
     requant_params_ok,
@@ -94,7 +94,7 @@ def acc_pipeline_stages(c: int) -> int:
     return 3 + math.ceil(levels / 2)
 
 
-class ConvEngine(wiring.Component):
+class ConvEngine(Engine):
     """Executes CONV commands; see the module docstring for the micro-architecture.
 
     Ports:
@@ -110,16 +110,10 @@ class ConvEngine(wiring.Component):
     def __init__(self, hw: isa.HardwareParams, acc_depth: int) -> None:
         if acc_depth < 1:
             raise ValueError(f"acc_depth must be >= 1, got {acc_depth}")
-        self.hw = hw
-        self.c = hw.c
         self.acc_depth = acc_depth
-        self.inp_bits = buffer_addr_bits(hw, "inp")
-        self.wgt_bits = buffer_addr_bits(hw, "wgt")
-        self.prm_bits = buffer_addr_bits(hw, "prm")
-        self.out_bits = buffer_addr_bits(hw, "out")
         self.acc_bits = max(1, (acc_depth - 1).bit_length())
-        self.stage_acc = acc_pipeline_stages(self.c)
-        super().__init__(engine_signature(hw, {"cmd": CONV_CMD_LAYOUT}, ("inp", "wgt", "prm"), mac_active=True))
+        self.stage_acc = acc_pipeline_stages(hw.c)
+        super().__init__(hw, {"cmd": CONV_CMD_LAYOUT}, ("inp", "wgt", "prm"), mac_active=True)
 
     # ------------------------------------------------------------------------------------------
     def elaborate(self, platform) -> Module:

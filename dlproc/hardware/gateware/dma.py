@@ -494,6 +494,44 @@ def _latch_error(m: Module, unit: wiring.Component, code: ErrorCode, addr=None) 
         m.d.sync += unit.err_addr.eq(addr)
 
 
+def planner_requests(planner: BurstPlanner, mem, may_request) -> list:
+    """The planner's bursts offered to the unit's memory client while ``may_request`` (the unit
+    has room for, or data of, the whole burst): the statements both units share."""
+    return [
+        mem.req_valid.eq(planner.burst.valid & may_request),
+        mem.req_addr.eq(planner.burst.payload.addr),
+        mem.req_len.eq(planner.burst.payload.len),
+        planner.burst.ready.eq(mem.req_ready),
+    ]
+
+
+def planner_window(planner: BurstPlanner, unit: wiring.Component) -> list:
+    """The DMA window (DMA_BASE, DMA_LIMIT) the unit's planner checks every burst against."""
+    return [planner.win_base.eq(unit.win_base), planner.win_limit.eq(unit.win_limit)]
+
+
+def planner_start(planner: BurstPlanner, dram_addr, row_beats, ins, y_step, z_step) -> list:
+    """The START state's statements: one pulse hands the instruction's transfer to the planner."""
+    return [
+        planner.start.eq(1),
+        planner.base.eq(dram_addr),
+        planner.row_beats.eq(row_beats),
+        planner.y_count.eq(ins.y_size),
+        planner.z_count.eq(ins.z_size),
+        planner.y_step.eq(y_step),
+        planner.z_step.eq(z_step),
+    ]
+
+
+def final_states(m: Module, unit: wiring.Component) -> None:
+    """DONE (one cycle of ``done``, then IDLE) and ERROR (held until the processor is reset)."""
+    with m.State("DONE"):
+        m.d.comb += unit.done.eq(1)
+        m.next = "IDLE"
+    with m.State("ERROR"):
+        pass
+
+
 class LoadUnit(wiring.Component):
     """Executes LOAD: strided DRAM reads into INP, WGT or PRM with padding inserted on the fly.
 
@@ -542,14 +580,10 @@ class LoadUnit(wiring.Component):
         granted = granted_beats(m, self.mem.req_ready, self.mem.req_len)
         credit_ok = free >= planner.burst.payload.len
         m.d.comb += [
-            self.mem.req_valid.eq(planner.burst.valid & credit_ok),
-            self.mem.req_addr.eq(planner.burst.payload.addr),
-            self.mem.req_len.eq(planner.burst.payload.len),
-            planner.burst.ready.eq(self.mem.req_ready),
+            *planner_requests(planner, self.mem, credit_ok),
             beats.w_en.eq(self.mem.rsp_valid),
             beats.w_data.eq(self.mem.rsp_data),
-            planner.win_base.eq(self.win_base),
-            planner.win_limit.eq(self.win_limit),
+            *planner_window(planner, self),
         ]
         m.d.sync += free.eq(free + beats.r_en - granted)
 
@@ -628,15 +662,7 @@ class LoadUnit(wiring.Component):
                     ]
                     m.next = "START"
             with m.State("START"):
-                m.d.comb += [
-                    planner.start.eq(1),
-                    planner.base.eq(ins.dram_addr),
-                    planner.row_beats.eq(row_beats),
-                    planner.y_count.eq(ins.y_size),
-                    planner.z_count.eq(ins.z_size),
-                    planner.y_step.eq(y_step),
-                    planner.z_step.eq(z_step),
-                ]
+                m.d.comb += planner_start(planner, ins.dram_addr, row_beats, ins, y_step, z_step)
                 m.next = "RUN"
             with m.State("RUN"):
                 advance = Signal()
@@ -670,11 +696,7 @@ class LoadUnit(wiring.Component):
                             m.d.sync += [yp.eq(0), zc.eq(zc + 1)]
                             with m.If(last_z):
                                 m.next = "DONE"
-            with m.State("DONE"):
-                m.d.comb += self.done.eq(1)
-                m.next = "IDLE"
-            with m.State("ERROR"):
-                pass
+            final_states(m, self)
         return m
 
 
@@ -734,16 +756,12 @@ class StoreUnit(wiring.Component):
         avail = Signal(range(fifo_depth + 1))
         granted = granted_beats(m, self.mem.req_ready, self.mem.req_len)
         m.d.comb += [
-            self.mem.req_valid.eq(planner.burst.valid & (avail >= planner.burst.payload.len)),
-            self.mem.req_addr.eq(planner.burst.payload.addr),
-            self.mem.req_len.eq(planner.burst.payload.len),
-            planner.burst.ready.eq(self.mem.req_ready),
+            *planner_requests(planner, self.mem, avail >= planner.burst.payload.len),
             self.mem.wvalid.eq(beats.r_rdy),
             self.mem.wdata.eq(beats.r_data[:w]),
             self.mem.wbe.eq(beats.r_data[w:]),
             beats.r_en.eq(self.mem.wack),
-            planner.win_base.eq(self.win_base),
-            planner.win_limit.eq(self.win_limit),
+            *planner_window(planner, self),
         ]
         m.d.sync += [
             pending.eq(pending + granted - self.mem.wack),
@@ -828,15 +846,7 @@ class StoreUnit(wiring.Component):
                     ]
                     m.next = "START"
             with m.State("START"):
-                m.d.comb += [
-                    planner.start.eq(1),
-                    planner.base.eq(ins.dram_addr),
-                    planner.row_beats.eq(mul_const(ins.x_size, nb)),
-                    planner.y_count.eq(ins.y_size),
-                    planner.z_count.eq(ins.z_size),
-                    planner.y_step.eq(y_step),
-                    planner.z_step.eq(z_step),
-                ]
+                m.d.comb += planner_start(planner, ins.dram_addr, mul_const(ins.x_size, nb), ins, y_step, z_step)
                 m.next = "RUN"
             with m.State("RUN"):
                 # Turn the word on out_r.data into beats, one per cycle while the FIFO has room.
@@ -881,11 +891,7 @@ class StoreUnit(wiring.Component):
                     m.next = "ERROR"
                 with m.Elif(finished):
                     m.next = "DONE"
-            with m.State("DONE"):
-                m.d.comb += self.done.eq(1)
-                m.next = "IDLE"
-            with m.State("ERROR"):
-                pass
+            final_states(m, self)
         return m
 
 

@@ -53,7 +53,7 @@ from amaranth.lib import data, memory, wiring
 
 from dlproc.hardware import isa
 
-from dlproc.hardware.gateware.engine import TAG_BITS, buffer_addr_bits, engine_signature, EngineCommand
+from dlproc.hardware.gateware.engine import Engine, TAG_BITS, EngineCommand
 from dlproc.hardware.gateware.output_stage import REQUANT_LANE, requant_params_ok
 
 __all__ = ["FC_CMD_LAYOUT", "FcEngine", "fc_pipeline_depth"]
@@ -72,18 +72,12 @@ def fc_pipeline_depth(f: int) -> int:
     return 3 + _tree_stages(f)
 
 
-class FcEngine(wiring.Component):
+class FcEngine(Engine):
     """Executes FC commands (``cmd``); see the module docstring."""
 
     def __init__(self, hw: isa.HardwareParams) -> None:
-        self.hw = hw
-        self.c = hw.c
         self.f = hw.fc_lanes
-        self.inp_bits = buffer_addr_bits(hw, "inp")
-        self.wgt_bits = buffer_addr_bits(hw, "wgt")
-        self.prm_bits = buffer_addr_bits(hw, "prm")
-        self.out_bits = buffer_addr_bits(hw, "out")
-        super().__init__(engine_signature(hw, {"cmd": FC_CMD_LAYOUT}, ("inp", "wgt", "prm"), mac_active=True))
+        super().__init__(hw, {"cmd": FC_CMD_LAYOUT}, ("inp", "wgt", "prm"), mac_active=True)
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -31,13 +31,14 @@ a PRM lane with M >= 2**15 or S > MAX_SHIFT gives ILLEGAL_FIELD when LRNTAB reac
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, memory, wiring
+from amaranth.lib import data, wiring
 
 from dlproc.hardware import isa
 from dlproc.hardware.numerics import LRN_MANT_BITS, LRN_MAX_SIZE, LRN_SUM_BITS, LRN_TABLE_SIZE, MAX_SHIFT, MULT_BITS
 
-from dlproc.hardware.gateware.engine import TAG_BITS, buffer_addr_bits, engine_signature, EngineCommand
-from dlproc.hardware.gateware.output_stage import REQUANT_LANE, prm_word_layout
+from dlproc.hardware.gateware.engine import Engine, TAG_BITS, EngineCommand
+from dlproc.hardware.gateware.lane_table import lane_tables, table_command, table_load_states
+from dlproc.hardware.gateware.output_stage import REQUANT_LANE
 
 __all__ = ["LRN_CMD_LAYOUT", "LRNTAB_CMD_LAYOUT", "LrnEngine", "window_blocks"]
 
@@ -56,16 +57,11 @@ def window_blocks(c: int) -> tuple[int, int]:
     return -(-TAP_LO // c), -(-TAP_HI // c)
 
 
-class LrnEngine(wiring.Component):
+class LrnEngine(Engine):
     """Executes LRNTAB and LRN commands (``cmd`` for LRN, ``tab_cmd`` for LRNTAB)."""
 
     def __init__(self, hw: isa.HardwareParams) -> None:
-        self.hw = hw
-        self.c = hw.c
-        self.inp_bits = buffer_addr_bits(hw, "inp")
-        self.prm_bits = buffer_addr_bits(hw, "prm")
-        self.out_bits = buffer_addr_bits(hw, "out")
-        super().__init__(engine_signature(hw, {"cmd": LRN_CMD_LAYOUT, "tab_cmd": LRNTAB_CMD_LAYOUT}, ("inp", "prm")))
+        super().__init__(hw, {"cmd": LRN_CMD_LAYOUT, "tab_cmd": LRNTAB_CMD_LAYOUT}, ("inp", "prm"))
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -81,17 +77,8 @@ class LrnEngine(wiring.Component):
             m.d.sync += [error.eq(1), code.eq(value)]
 
         # ------------------------------------------------------------------ the table copies
-        tables = []
-        tab_we = Signal()
-        tab_waddr = Signal(_IDX_BITS)
-        tab_wdata = Signal(TABLE_ENTRY)
-        for lane in range(c):
-            mem = memory.Memory(shape=TABLE_ENTRY, depth=LRN_TABLE_SIZE, init=[])
-            m.submodules[f"table{lane}"] = mem
-            wp = mem.write_port()
-            rp = mem.read_port()
-            m.d.comb += [wp.addr.eq(tab_waddr), wp.data.eq(tab_wdata), wp.en.eq(tab_we)]
-            tables.append(rp)
+        table = lane_tables(m, c, TABLE_ENTRY, LRN_TABLE_SIZE, "table")
+        tables = table.reads
 
         # Accept and check (registered, see engine.py). The instruction's fields are checked in
         # SETUP, its INP/OUT ranges in RANGE; the table load's fields and ranges in TAB_CHECK.
@@ -102,15 +89,10 @@ class LrnEngine(wiring.Component):
             ranges=[(lambda f: f.inp_base + (f.cin_blocks - 1) * f.in_plane + f.n_pix, hw.inp_depth),
                     (lambda f: f.out_base + f.cin_blocks * f.n_pix, hw.out_depth)],
         )
-        m.submodules.tab_command = tab_command = EngineCommand(
-            LRNTAB_CMD_LAYOUT,
-            illegal=lambda f: f.count == 0,
-            ranges=[(lambda f: f.prm_base + f.count, hw.prm_depth),
-                    (lambda f: f.tab_base + (f.count - 1) * c, LRN_TABLE_SIZE - 1)],
-        )
+        tab_command = table_command(m, LRNTAB_CMD_LAYOUT, c, table, hw.prm_depth)
         wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
         wiring.connect(m, wiring.flipped(self.tab_cmd), tab_command.cmd)
-        a, t = command.fields, tab_command.fields
+        a = command.fields
         width = 40
         # LRN sweep counters.
         p = Signal(isa.SRAM_ADDR_BITS + 1)
@@ -121,11 +103,6 @@ class LrnEngine(wiring.Component):
         issue = Signal()
         last_cb, last_p = cb == a.cin_blocks - 1, p == a.n_pix - 1
         mask = Signal(TAP_LO + 1 + TAP_HI)  # tap t = -7..8 at bit t + 7
-        # LRNTAB counters.
-        w = Signal(16)
-        lane_i = Signal(range(max(c, 2)))
-        entry = Signal(_IDX_BITS + 1)
-        prm_word = Signal(prm_word_layout(c))
         pipe_busy = Signal()
 
         m.d.comb += self.prm.en.eq(0)
@@ -171,39 +148,11 @@ class LrnEngine(wiring.Component):
                                  opix.eq(opix + 1), oaddr.eq(opix + 1)]
                     with m.If(last_p):
                         m.next = "IDLE"
-            # ---- LRNTAB
-            with m.State("TAB_CHECK"):
-                with m.If(tab_command.fault):
-                    fail(tab_command.code)
-                    m.next = "IDLE"
-                with m.Else():
-                    m.d.sync += [w.eq(0), entry.eq(t.tab_base)]
-                    m.next = "TAB_READ"
-            with m.State("TAB_READ"):
-                m.d.comb += [self.prm.addr.eq(t.prm_base + w), self.prm.en.eq(1)]
-                m.next = "TAB_WAIT"
-            with m.State("TAB_WAIT"):
-                ok = Const(1)
-                for lane in range(c):
-                    src = self.prm.data[lane]
-                    ok = ok & ((src.mult >> MULT_BITS) == 0) & (src.shift <= MAX_SHIFT)
-                m.d.sync += [prm_word.eq(self.prm.data), lane_i.eq(0)]
-                with m.If(~ok):
-                    fail(E.ILLEGAL_FIELD)
-                    m.next = "IDLE"
-                with m.Else():
-                    m.next = "TAB_WRITE"
-            with m.State("TAB_WRITE"):
-                src = prm_word[lane_i]
-                m.d.comb += [tab_we.eq(entry < LRN_TABLE_SIZE), tab_waddr.eq(entry), tab_wdata.mult.eq(src.mult),
-                             tab_wdata.shift.eq(src.shift)]
-                m.d.sync += [entry.eq(entry + 1), lane_i.eq(lane_i + 1)]
-                with m.If(lane_i == c - 1):
-                    m.d.sync += w.eq(w + 1)
-                    with m.If(w == t.count - 1):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "TAB_READ"
+            # ---- LRNTAB: a lane is an entry if its M fits the multiplier and its S the shifter.
+            table_load_states(m, c, table, tab_command, self.prm,
+                              lane_ok=lambda src: [(src.mult >> MULT_BITS) == 0, src.shift <= MAX_SHIFT],
+                              entry_of=lambda entry, src: [entry.mult.eq(src.mult), entry.shift.eq(src.shift)],
+                              fail=fail)
         m.d.comb += [self.inp.addr.eq(addr), self.inp.en.eq(issue)]
 
         # ------------------------------------------------------------------ LRN data path

@@ -53,7 +53,7 @@ from amaranth.lib import data, memory, wiring
 from dlproc.hardware import isa
 from dlproc.hardware.numerics import MAX_SHIFT, MULT_BITS
 
-from dlproc.hardware.gateware.engine import TAG_BITS, EngineCommand, as_bounded, bounded_add, buffer_addr_bits, engine_signature
+from dlproc.hardware.gateware.engine import Engine, TAG_BITS, EngineCommand, as_bounded, bounded_add
 from dlproc.hardware.gateware.output_stage import REQUANT_LANE
 
 __all__ = ["COLUMN_BUFFER_DEPTH", "POOL_CMD_LAYOUT", "PoolEngine"]
@@ -73,17 +73,12 @@ def _sum_bits(terms: int) -> int:
     return (terms * 255).bit_length() + 1
 
 
-class PoolEngine(wiring.Component):
+class PoolEngine(Engine):
     """Executes POOL commands. Ports as :class:`~dlproc.hardware.gateware.conv.ConvEngine` (no WGT port)."""
 
     def __init__(self, hw: isa.HardwareParams, acc_depth: int) -> None:
-        self.hw = hw
-        self.c = hw.c
         self.acc_depth = acc_depth
-        self.inp_bits = buffer_addr_bits(hw, "inp")
-        self.prm_bits = buffer_addr_bits(hw, "prm")
-        self.out_bits = buffer_addr_bits(hw, "out")
-        super().__init__(engine_signature(hw, {"cmd": POOL_CMD_LAYOUT}, ("inp", "prm")))
+        super().__init__(hw, {"cmd": POOL_CMD_LAYOUT}, ("inp", "prm"))
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -34,7 +34,7 @@ and the native harness 6-10 % faster in alternating processes; docs/simulation.m
 
 The rewrite is a pure re-expression of the same next-state function: every register keeps its
 name, width, initial value and clock, and its next value is the same function of the same
-signals (``tests/test_gateware_regfold.py`` proves this with Yosys's equivalence checker). Any
+signals (``tests/hardware/test_gateware_regfold.py`` proves this with Yosys's equivalence checker). Any
 process or cell that does not match the pattern exactly is left as it was. It is applied to the
 Verilog for simulation and for Quartus (:func:`dlproc.hardware.gateware.rtlil_to_verilog`); synthesis
 with Yosys reads the unmodified RTLIL and infers the same enables and resets itself.

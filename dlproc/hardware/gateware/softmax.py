@@ -26,14 +26,15 @@ ranges beyond INP/OUT/PRM/table SRAM_RANGE, a PRM bias outside 0..2**20 ILLEGAL_
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, memory, wiring
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, wiring
 
 from dlproc.hardware import isa
 from dlproc.hardware.numerics import SOFTMAX_EXP_BITS, SOFTMAX_MAX_CHANNELS, SOFTMAX_OUT_SHIFT, SOFTMAX_RECIP_BITS
 
-from dlproc.hardware.gateware.engine import TAG_BITS, buffer_addr_bits, engine_signature, EngineCommand
-from dlproc.hardware.gateware.output_stage import REQUANT_LANE, prm_word_layout
+from dlproc.hardware.gateware.engine import Engine, TAG_BITS, EngineCommand
+from dlproc.hardware.gateware.lane_table import lane_tables, table_command, table_load_states
+from dlproc.hardware.gateware.output_stage import REQUANT_LANE
 
 __all__ = ["SOFTMAX_CMD_LAYOUT", "SMXTAB_CMD_LAYOUT", "SoftmaxEngine"]
 
@@ -46,16 +47,11 @@ _R_BITS = 33  # R <= 2**32
 _SUM_BITS = 32
 
 
-class SoftmaxEngine(wiring.Component):
+class SoftmaxEngine(Engine):
     """Executes SMXTAB (``tab_cmd``) and SOFTMAX (``cmd``) commands."""
 
     def __init__(self, hw: isa.HardwareParams) -> None:
-        self.hw = hw
-        self.c = hw.c
-        self.inp_bits = buffer_addr_bits(hw, "inp")
-        self.prm_bits = buffer_addr_bits(hw, "prm")
-        self.out_bits = buffer_addr_bits(hw, "out")
-        super().__init__(engine_signature(hw, {"cmd": SOFTMAX_CMD_LAYOUT, "tab_cmd": SMXTAB_CMD_LAYOUT}, ("inp", "prm")))
+        super().__init__(hw, {"cmd": SOFTMAX_CMD_LAYOUT, "tab_cmd": SMXTAB_CMD_LAYOUT}, ("inp", "prm"))
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -70,16 +66,8 @@ class SoftmaxEngine(wiring.Component):
             m.d.sync += [error.eq(1), code.eq(value)]
 
         # ------------------------------------------------------------------ exp table copies
-        tab_we = Signal()
-        tab_waddr = Signal(8)
-        tab_wdata = Signal(_E_BITS)
-        tables = []
-        for lane in range(c):
-            mem = memory.Memory(shape=unsigned(_E_BITS), depth=size, init=[])
-            m.submodules[f"exp{lane}"] = mem
-            wp = mem.write_port()
-            m.d.comb += [wp.addr.eq(tab_waddr), wp.data.eq(tab_wdata), wp.en.eq(tab_we)]
-            tables.append(mem.read_port())
+        table = lane_tables(m, c, unsigned(_E_BITS), size, "exp")
+        tables = table.reads
 
         # Accept and check (registered, see engine.py). The instruction's fields are checked in
         # SETUP, its INP/OUT ranges in RANGE; the table load's fields and ranges in TAB_CHECK.
@@ -94,15 +82,10 @@ class SoftmaxEngine(wiring.Component):
             ranges=[(lambda f: f.inp_base + (f.cin_blocks - 1) * f.in_plane + f.n_pix, hw.inp_depth),
                     (lambda f: f.out_base + f.cin_blocks * f.n_pix, hw.out_depth)],
         )
-        m.submodules.tab_command = tab_command = EngineCommand(
-            SMXTAB_CMD_LAYOUT,
-            illegal=lambda f: f.count == 0,
-            ranges=[(lambda f: f.prm_base + f.count, hw.prm_depth),
-                    (lambda f: f.tab_base + (f.count - 1) * c, size - 1)],
-        )
+        tab_command = table_command(m, SMXTAB_CMD_LAYOUT, c, table, hw.prm_depth)
         wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
         wiring.connect(m, wiring.flipped(self.tab_cmd), tab_command.cmd)
-        a, t = command.fields, tab_command.fields
+        a = command.fields
         width = 40
         p = Signal(isa.SRAM_ADDR_BITS + 1)
         cb = Signal(16)
@@ -111,11 +94,6 @@ class SoftmaxEngine(wiring.Component):
         issue = Signal()
         last_cb, last_p = cb == a.cin_blocks - 1, p == a.n_pix - 1
         phase = Signal(2)  # of the issued word: 0 MAX, 1 SUM, 2 OUT
-        # SMXTAB
-        w = Signal(16)
-        lane_i = Signal(range(max(c, 2)))
-        entry = Signal(9)
-        prm_word = Signal(prm_word_layout(c))
         # Data-path state.
         run_max = Signal(data.ArrayLayout(signed(8), c))
         mx = Signal(signed(8))
@@ -192,37 +170,11 @@ class SoftmaxEngine(wiring.Component):
                     with m.Else():
                         m.d.sync += [p.eq(p + 1), pix_addr.eq(pix_addr + 1), opix.eq(opix + 1)]
                         m.next = "PIXEL"
-            # ---- SMXTAB
-            with m.State("TAB_CHECK"):
-                with m.If(tab_command.fault):
-                    fail(tab_command.code)
-                    m.next = "IDLE"
-                with m.Else():
-                    m.d.sync += [w.eq(0), entry.eq(t.tab_base)]
-                    m.next = "TAB_READ"
-            with m.State("TAB_READ"):
-                m.d.comb += [self.prm.addr.eq(t.prm_base + w), self.prm.en.eq(1)]
-                m.next = "TAB_WAIT"
-            with m.State("TAB_WAIT"):
-                ok = Const(1)
-                for lane in range(c):
-                    b = self.prm.data[lane].bias
-                    ok = ok & (b >= 0) & (b <= (1 << SOFTMAX_EXP_BITS))
-                m.d.sync += [prm_word.eq(self.prm.data), lane_i.eq(0)]
-                with m.If(~ok):
-                    fail(E.ILLEGAL_FIELD)
-                    m.next = "IDLE"
-                with m.Else():
-                    m.next = "TAB_WRITE"
-            with m.State("TAB_WRITE"):
-                m.d.comb += [tab_we.eq(entry < size), tab_waddr.eq(entry), tab_wdata.eq(prm_word[lane_i].bias)]
-                m.d.sync += [entry.eq(entry + 1), lane_i.eq(lane_i + 1)]
-                with m.If(lane_i == c - 1):
-                    m.d.sync += w.eq(w + 1)
-                    with m.If(w == t.count - 1):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "TAB_READ"
+            # ---- SMXTAB: a lane's bias is an exp entry, 0..2**SOFTMAX_EXP_BITS.
+            table_load_states(m, c, table, tab_command, self.prm,
+                              lane_ok=lambda src: [src.bias >= 0, src.bias <= (1 << SOFTMAX_EXP_BITS)],
+                              entry_of=lambda entry, src: [entry.eq(src.bias)],
+                              fail=fail)
         m.d.comb += [self.inp.addr.eq(addr), self.inp.en.eq(issue)]
 
         # ------------------------------------------------------------------ data path

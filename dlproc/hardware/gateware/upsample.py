@@ -28,7 +28,7 @@ from amaranth.lib import data, wiring
 
 from dlproc.hardware import isa
 
-from dlproc.hardware.gateware.engine import TAG_BITS, EngineCommand, as_bounded, bounded_add, buffer_addr_bits, engine_signature
+from dlproc.hardware.gateware.engine import Engine, TAG_BITS, EngineCommand, as_bounded, bounded_add
 from dlproc.hardware.gateware.output_stage import REQUANT_LANE
 
 __all__ = ["UPSAMPLE_CMD_LAYOUT", "UpsampleEngine"]
@@ -38,15 +38,11 @@ UPSAMPLE_CMD_LAYOUT = data.StructLayout(
 )
 
 
-class UpsampleEngine(wiring.Component):
+class UpsampleEngine(Engine):
     """Executes UPSAMPLE commands. Ports as :class:`~dlproc.hardware.gateware.add.AddEngine`."""
 
     def __init__(self, hw: isa.HardwareParams) -> None:
-        self.hw = hw
-        self.c = hw.c
-        self.inp_bits = buffer_addr_bits(hw, "inp")
-        self.out_bits = buffer_addr_bits(hw, "out")
-        super().__init__(engine_signature(hw, {"cmd": UPSAMPLE_CMD_LAYOUT}, ("inp",)))
+        super().__init__(hw, {"cmd": UPSAMPLE_CMD_LAYOUT}, ("inp",))
 
     def elaborate(self, platform) -> Module:
         m = Module()

@@ -1,4 +1,4 @@
-"""Int8 models made with the real tools, for the import tests (test_import_*.py).
+"""Int8 models made with the real tools, for the import tests (tests/frontends/test_frontend_{qdq,tflite,filetype}.py, tests/targets/test_rtl_imported.py).
 
 * QDQ ONNX: float graphs built with ``onnx.helper`` and quantized by ONNX Runtime's
   ``quantize_static`` (QuantFormat.QDQ) on random calibration data.

@@ -18,7 +18,7 @@ from dlproc.quant import QuantizedNetwork
 
 import import_models as im
 
-TFLITE = Path(__file__).parent / "data" / "import" / "keras_int8.tflite"
+TFLITE = Path(__file__).resolve().parents[1] / "data" / "import" / "keras_int8.tflite"
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from dlproc.quant.imported import load_tflite
 
 import import_models as im
 
-DATA = Path(__file__).parent / "data" / "import"
+DATA = Path(__file__).resolve().parents[1] / "data" / "import"
 MODEL = DATA / "keras_int8.tflite"
 HAS_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
 HAS_TF = importlib.util.find_spec("tensorflow") is not None

@@ -20,7 +20,7 @@ from test_rtl_networks import run_on_rtl
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).parent / "data" / "import"
+DATA = Path(__file__).resolve().parents[1] / "data" / "import"
 
 
 def test_qdq_resnet_block_on_rtl(tmp_path):
