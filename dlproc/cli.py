@@ -9,9 +9,11 @@ are printed as one clear message (no traceback) and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 
+from dlproc import progress
 from dlproc.version import __version__
 from dlproc.errors import DlprocError
 
@@ -64,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
+    # A command's --json output is read by a program: no progress bars around it.
+    bars = progress.quiet() if getattr(args, "json", False) else contextlib.nullcontext()
     try:
-        return int(args.func(args) or 0)
+        with bars:
+            return int(args.func(args) or 0)
     except DlprocError as exc:
         print(f"dlproc {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlproc import progress
 from dlproc.errors import ToolchainError
 from dlproc.sim.hugetext import LINK_FLAGS as HUGE_TEXT_LINK_FLAGS
 from dlproc.flow.toolchain import check_cxx_toolchain, find_verilator, make_overrides, native_enabled, verilator_env
@@ -160,7 +161,8 @@ def locked_build(key: str, build: Callable[[Path], Path], label: str = "build") 
             shutil.rmtree(directory)  # an interrupted earlier build
         directory.mkdir(parents=True)
         start = time.monotonic()
-        artifact = build(directory)
+        with progress.running(f"Verilator {label}"):
+            artifact = build(directory)
         seconds = time.monotonic() - start
         info = {"artifact": str(artifact.relative_to(directory)), "seconds": round(seconds, 2), "label": label}
         (directory / MARKER).write_text(json.dumps(info, indent=1))

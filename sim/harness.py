@@ -107,6 +107,7 @@ def _load(path: Path) -> ctypes.CDLL:
                                             ctypes.c_uint32, ctypes.c_char_p]),
             "dl_free": (None, [ctypes.c_void_p]),
             "dl_trace_flush": (None, [ctypes.c_void_p]),
+            "dl_trace_window": (None, [ctypes.c_void_p, _U64, _U64]),
             "dl_reset": (None, [ctypes.c_void_p, ctypes.c_uint32]),
             "dl_mem_write": (ctypes.c_int32, [ctypes.c_void_p, _U64, ctypes.c_void_p, _U64]),
             "dl_mem_read": (ctypes.c_int32, [ctypes.c_void_p, _U64, ctypes.c_void_p, _U64]),
@@ -450,3 +451,10 @@ class NativeSim:
 
     def flush_trace(self) -> None:
         self._lib.dl_trace_flush(self._h())
+
+    def trace_window(self, first_cycle: int, end_cycle: int | None = None) -> None:
+        """Write only the cycles [first_cycle, end_cycle) of :attr:`cycles` to the waveform (all of
+        them by default): the window around a divergence instead of the whole run."""
+        if first_cycle < 0 or (end_cycle is not None and end_cycle < first_cycle):
+            raise ValueError(f"trace window [{first_cycle}, {end_cycle}) is empty or negative")
+        self._lib.dl_trace_window(self._h(), int(first_cycle), (1 << 63) if end_cycle is None else int(end_cycle))

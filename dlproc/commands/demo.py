@@ -12,9 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -42,52 +41,15 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-class _Progress:
-    """Progress lines on stderr (stdout stays clean for --json)."""
+class _Log:
+    """Timestamped lines on stderr (stdout stays clean for --json); the bars of the long steps
+    come from :mod:`dlproc.progress`."""
 
     def __init__(self) -> None:
         self.t0 = time.monotonic()
-        # On a terminal the lines redraw in place; in a log (CI, pipes) they are printed sparsely.
-        self.tty = sys.stderr.isatty()
 
     def say(self, text: str) -> None:
         print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", file=sys.stderr, flush=True)
-
-    def bar(self, label: str) -> Callable[[int, int], None]:
-        def update(done: int, total: int) -> None:
-            if not self.tty:
-                if done == total or done * 4 // total != (done - 1) * 4 // total:
-                    self.say(f"{label}: {done}/{total}")
-                return
-            width = 30
-            filled = width * done // total
-            end = "\n" if done == total else ""
-            print(f"\r[{time.monotonic() - self.t0:6.1f}s] {label} [{'#' * filled}{'.' * (width - filled)}] "
-                  f"{done}/{total}", end=end, file=sys.stderr, flush=True)
-        return update
-
-    def during(self, label: str, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` while a line shows the elapsed time (for the one long blocking step, the build)."""
-        done = threading.Event()
-
-        def tick() -> None:
-            start = time.monotonic()
-            while not done.wait(1.0 if self.tty else 30.0):
-                if not self.tty:
-                    self.say(f"{label} ... {time.monotonic() - start:.0f}s")
-                    continue
-                print(f"\r[{time.monotonic() - self.t0:6.1f}s] {label} ... {time.monotonic() - start:.0f}s",
-                      end="", file=sys.stderr, flush=True)
-
-        thread = threading.Thread(target=tick, daemon=True)
-        thread.start()
-        try:
-            return fn()
-        finally:
-            done.set()
-            thread.join()
-            print(f"\r[{time.monotonic() - self.t0:6.1f}s] {label} ... done" if self.tty else
-                  f"[{time.monotonic() - self.t0:6.1f}s] {label} ... done", file=sys.stderr, flush=True)
 
 
 def _top1(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -103,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not 1 <= args.images <= DIGITS_HELDOUT:
         raise DlprocError(f"--images {args.images}: allowed 1..{DIGITS_HELDOUT} (the held-out digits)")
-    p = _Progress()
+    p = _Log()
     p.say(f"loading {DIGITS_MODEL.name} and calibrating on the digits training split")
     quantizer = Quantizer(DIGITS_MODEL)
     quantizer.calibrate("digits")
@@ -111,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     validation = quantizer.validate("digits:heldout")
     config = ProcessorConfig.load(args.config) if args.config else ProcessorConfig.preset(args.preset)
     p.say(f"compiling for {args.config or args.preset}")
-    wf = Workflow(qnet, config, target="sim", progress=p.bar("RTL simulation"))
+    wf = Workflow(qnet, config, target="sim")
     cn = wf.compile()
     x, y = digits_dataset("heldout", size=qnet[qnet.inputs[0]].shape.h)
     x, y = x[:args.images], y[:args.images]
@@ -121,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
     acc_float = _top1(run_float(quantizer.network, x)[out_name], y)
     acc_int8 = _top1(golden[out_name], y)
     try:
-        p.during("building the Verilated processor (cached after the first run)", wf.deploy)
+        p.say("building the Verilated processor (cached after the first run)")
+        wf.deploy()
+        p.say(f"running {len(x)} images on the RTL")
         scores, prof = wf.predict(x, profile=True, display=False)
     finally:
         wf.close()

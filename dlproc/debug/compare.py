@@ -45,7 +45,8 @@ class Divergence:
     rtl: list[int]
     count: int  #: differing elements
     window: tuple[int, int]  #: RTL cycles [start, end) of the layer in its prefix run
-    trace: Path | None = None
+    trace: Path | None = None  #: the FST of the layer's window
+    trace_time: tuple[int, int] | None = None  #: the layer's window in the FST's time (half cycles)
 
     def format(self) -> str:
         c, h, w = self.shape
@@ -55,9 +56,9 @@ class Divergence:
         for (cc, hh, ww), g, r in zip(self.coords, self.golden, self.rtl):
             lines.append(f"    [c={cc}, h={hh}, w={ww}]  golden {g:4d}  rtl {r:4d}")
         lines.append(f"  RTL cycle window of the layer: {self.window[0]:,}..{self.window[1]:,}")
-        if self.trace is not None:
-            lines.append(f"  waveform: {self.trace} (the prefix run up to this layer; the window is FST time "
-                         f"{2 * self.window[0]}..{2 * self.window[1]}, half cycles)")
+        if self.trace is not None and self.trace_time is not None:
+            lines.append(f"  waveform: {self.trace} (this layer's cycles and {TRACE_MARGIN} on each side; the layer "
+                         f"is FST time {self.trace_time[0]:,}..{self.trace_time[1]:,}, in half cycles)")
         return "\n".join(lines)
 
 
@@ -138,7 +139,8 @@ def _first_divergence(cn: Any, config: Any, frame_index: int, frame: bytes, tamp
                                  tuple(layer.shape), coords, [int(g[c]) for c in coords], [int(r[c]) for c in coords],
                                  len(diff), (start, cycles))
                 if trace is not None:
-                    div.trace = _write_trace(cn, config, insns, end, frame, tamper, trace)
+                    div.trace_time = _write_trace(cn, config, insns, end, frame, tamper, (start, cycles), trace)
+                    div.trace = trace
                 return div
             start = cycles
         return None
@@ -146,21 +148,42 @@ def _first_divergence(cn: Any, config: Any, frame_index: int, frame: bytes, tamp
         rtl.close()
 
 
+#: Cycles of the trace before and after the layer's window, so that the layer's first instruction
+#: arriving and its last STORE's response show too.
+TRACE_MARGIN = 32
+
+
 def _write_trace(cn: Any, config: Any, insns: list[isa.Instruction], end: int, frame: bytes,
-                 tamper: Callable | None, path: Path) -> Path:
-    """The FST of the RTL running the prefix that ends with the divergent layer (a tracing build)."""
+                 tamper: Callable | None, window: tuple[int, int], path: Path) -> tuple[int, int]:
+    """The FST of the divergent layer's cycle window: a tracing build runs the prefix that ends
+    with the layer, dumping only the layer's cycles (plus :data:`TRACE_MARGIN` each side). Returns
+    the layer's window in FST time (half cycles of the simulation clock)."""
     from dlproc.sim.harness import NativeSim
 
     size = cn.base + cn.memory_map.end
+    mm = cn.memory_map
     path.parent.mkdir(parents=True, exist_ok=True)
-    with NativeSim(config, fst=path, ddr_size=max(1 << 20, -(-size // (1 << 20)) * (1 << 20))) as sim:
+    with NativeSim(config, fst=path, ddr_size=max(1 << 20, -(-size // (1 << 20)) * (1 << 20)), reset=False) as sim:
+        sim.trace_window(0, 0)  # nothing until the window, not even the reset
+        sim.reset()
         for addr, data in cn.dram_image():
             sim.mem_write(addr, data)
         if tamper is not None:
             tamper(sim)
-        _run_prefix(sim, cn, insns, end, frame, sim=True)
+        sim.mem_write(mm.addr("InputDataOffset"), frame)
+        prog = isa.encode_program(insns[:end] + [isa.Finish()])
+        base = mm.addr("InstructionDataOffset")
+        sim.mem_write(base, prog)
+        sim.start(base, len(prog) // isa.INSN_BYTES, cn.base, cn.base + mm.end)
+        # The processor's cycle counter starts with START, the CSR write that has just completed:
+        # cycle c of the program is cycle ``started + c`` of the simulation's clock, to within
+        # two cycles (measured: 1,678 simulation cycles from START to the interrupt for a program
+        # whose CYCLES reads 1,676), which the margin covers.
+        started = sim.cycles
+        sim.trace_window(max(0, started + window[0] - TRACE_MARGIN), started + window[1] + TRACE_MARGIN)
+        sim.run(50_000_000)
         sim.flush_trace()
-    return path
+    return 2 * (started + window[0]), 2 * (started + window[1])
 
 
 def compare(cn: Any, x: Any, config: Any = None, *, tamper: Callable[[Any], None] | None = None,

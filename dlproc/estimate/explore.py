@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from dlproc import progress as bars
 from dlproc.errors import ConfigError, DlprocError
 
 __all__ = ["Point", "ExploreResult", "parse_sweep", "explore", "pareto_front"]
@@ -211,23 +212,27 @@ def explore(network: Any, base_config: Any, sweeps: dict[str, list[str]], *, dev
     combos = [dict(zip(names, values)) for values in itertools.product(*(sweeps[n] for n in names))]
     base = base_config.to_dict()
     dev = device or base_config.board
-    if jobs <= 1:
-        points = []
-        for combo in combos:
-            points.append(_evaluate(base, combo, network, dev))
-            if progress:
-                progress(points[-1])
-    else:
-        with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_evaluate, base, combo, network, dev) for combo in combos]
-            points = []
-            for combo, fut in zip(combos, futures):
-                try:
-                    points.append(fut.result())
-                except Exception as exc:  # a crashed worker must not end the sweep
-                    points.append(Point(dict(combo), reason=f"internal error: {type(exc).__name__}: {exc}"))
-                if progress:
-                    progress(points[-1])
+    points: list[Point] = []
+
+    def done(point: Point) -> None:
+        points.append(point)
+        shown.update(1)
+        if progress:
+            progress(point)
+
+    with bars.bar(len(combos), f"exploring {len(combos)} configurations of {getattr(network, 'name', 'network')}",
+                  "point") as shown:
+        if jobs <= 1:
+            for combo in combos:
+                done(_evaluate(base, combo, network, dev))
+        else:
+            with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
+                futures = [pool.submit(_evaluate, base, combo, network, dev) for combo in combos]
+                for combo, fut in zip(combos, futures):
+                    try:
+                        done(fut.result())
+                    except Exception as exc:  # a crashed worker must not end the sweep
+                        done(Point(dict(combo), reason=f"internal error: {type(exc).__name__}: {exc}"))
     from dlproc.estimate.resources import estimate_resources
 
     device_name = estimate_resources(base_config, dev).device.name

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlproc import progress
 from dlproc.errors import ToolchainError
 
 __all__ = [
@@ -239,7 +240,7 @@ def run_yosys(design: str, top: str, workdir: str | Path, family: str = "cyclone
     log_path = workdir / "yosys.log"
     start = time.monotonic()
     try:
-        with log_path.open("w", encoding="utf-8") as log:
+        with log_path.open("w", encoding="utf-8") as log, progress.running(f"Yosys synthesis of {top}"):
             proc = subprocess.run(command + ["-q", "-l", "yosys.log.full", "synth.ys"], cwd=workdir,
                                   stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
     except subprocess.TimeoutExpired:

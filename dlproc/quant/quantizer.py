@@ -33,6 +33,7 @@ import numpy as np
 from dlproc.errors import QuantizationError
 from dlproc.targets.golden import ops
 from dlproc.targets.golden.run import run_float, run_int8
+from dlproc import progress
 from dlproc.ir import Layer, Network
 from dlproc.hardware.numerics import INT8_MIN, MULT_BITS
 from dlproc.quant.calibrate import METHODS, RangeCollector
@@ -157,13 +158,16 @@ class Quantizer:
             raise QuantizationError(f"percentile must be in (50, 100], got {percentile}")
         ds = self._data(data, layout)
         collectors = {layer.name: RangeCollector() for layer in self.network}
-        for batch in _batches(ds.x):
+        batches = -(-ds.x.shape[0] // BATCH)
+        passes = 1 if method == "minmax" else 2
+        what = f"calibrating {self.network.name} on {ds.x.shape[0]} samples"
+        for batch in progress.track(_batches(ds.x), f"{what}, ranges (pass 1/{passes})", batches, "batch"):
             for name, value in self._float_activations(batch).items():
                 collectors[name].update_minmax(value)
         if method != "minmax":
             for c in collectors.values():
                 c.start_histogram(method)
-            for batch in _batches(ds.x):
+            for batch in progress.track(_batches(ds.x), f"{what}, {method} histograms (pass 2/2)", batches, "batch"):
                 for name, value in self._float_activations(batch).items():
                     collectors[name].update_histogram(value, method)
         self._ranges = {name: c.result(method, percentile) for name, c in collectors.items()}

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from dlproc import progress
 from dlproc.hardware import isa, regmap
 
 from dlproc.compiler import netfile
@@ -155,7 +156,10 @@ class Workflow:
         hw_values = {t.name: np.empty((len(xq),) + tuple(t.shape), dtype=np.int8) for t in cn.outputs}
         total = 0
         run = FrameRun(None, None)
-        for i in range(len(xq)):
+        frames = range(len(xq))
+        if len(xq) > 1:
+            frames = progress.track(frames, f"{cn.name} on {self.target}", len(xq), "frame")
+        for i in frames:
             run = self._run_frame(cn, xq[i])
             if run.cycles is not None:
                 total += run.cycles

@@ -185,6 +185,10 @@ struct DlSim {
     std::unique_ptr<TraceFile> trace;
 #endif
 #endif
+    // Trace time window [trace_lo, trace_hi) in half cycles (dl_trace_window): a waveform of the
+    // cycles that matter, not of the whole run, stays small enough to open.
+    uint64_t trace_lo = 0;
+    uint64_t trace_hi = ~uint64_t(0);
 
     explicit DlSim(const dlsim::DdrParams& p)
         : ctx(new VerilatedContext),
@@ -228,7 +232,7 @@ struct DlSim {
     void dump(uint64_t t) {
 #ifdef VM_TRACE
 #if VM_TRACE
-        if (trace) trace->dump(t);
+        if (trace && t >= trace_lo && t < trace_hi) trace->dump(t);
 #endif
 #endif
         (void)t;
@@ -325,6 +329,13 @@ void dl_free(void* h) {
 #endif
     s->top->final();
     delete s;
+}
+
+// Dumps only the cycles [first_cycle, end_cycle) of the simulation's clock (dl_cycles) from now on.
+void dl_trace_window(void* h, uint64_t first_cycle, uint64_t end_cycle) {
+    DlSim* s = static_cast<DlSim*>(h);
+    s->trace_lo = 2 * first_cycle;
+    s->trace_hi = end_cycle >= (~uint64_t(0) >> 1) ? ~uint64_t(0) : 2 * end_cycle;
 }
 
 void dl_trace_flush(void* h) {

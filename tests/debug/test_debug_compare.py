@@ -10,7 +10,7 @@ from dlproc.compiler import netfile
 from dlproc.hardware import isa
 from dlproc.cli import main
 from dlproc.compiler import compile_network
-from dlproc.debug.compare import compare
+from dlproc.debug.compare import TRACE_MARGIN, compare
 from dlproc.targets.golden.run import run_int8
 from dlproc.quant import Quantizer, digits_dataset
 from dlproc.quant.data import DIGITS_MODEL
@@ -42,6 +42,14 @@ def test_healthy_rtl_agrees(digits):
     assert result.equal and result.divergence is None and "agree bit for bit on all 3" in result.format()
 
 
+
+def fst_time_range(path) -> tuple[int, int]:
+    """(start time, end time) from an FST file's header block (fstapi: block type 0, then the
+    section length, start time and end time as big-endian 64-bit integers)."""
+    head = path.read_bytes()[:25]
+    assert head[0] == 0, "not an FST header block"
+    return int.from_bytes(head[9:17], "big"), int.from_bytes(head[17:25], "big")
+
 def test_a_corrupted_conv2_weight_is_found_in_conv2(digits, tmp_path):
     qnet, cn, x = digits
     load = _first_weight_load(cn, "conv2")
@@ -62,8 +70,13 @@ def test_a_corrupted_conv2_weight_is_found_in_conv2(digits, tmp_path):
     assert div.golden == [int(ref[c]) for c in div.coords]
     assert all(g != r for g, r in zip(div.golden, div.rtl))
     assert 0 < div.window[0] < div.window[1]
-    # The waveform (a tracing build) covers the prefix run up to conv2: cycles 0..window end.
-    assert div.trace == tmp_path / "conv2.fst" and div.trace.stat().st_size > 100_000
+    # The waveform (a tracing build) holds conv2's cycle window and TRACE_MARGIN cycles each side,
+    # not the prefix run before it.
+    assert div.trace == tmp_path / "conv2.fst"
+    lo, hi = div.trace_time
+    assert hi - lo == 2 * (div.window[1] - div.window[0])
+    first, last = fst_time_range(div.trace)
+    assert lo - 2 * TRACE_MARGIN <= first <= lo and hi <= last + 2 <= hi + 2 * TRACE_MARGIN + 2, (first, last, lo, hi)
     text = result.format()
     assert "layer 'conv2' (conv" in text and f"[c={div.coords[0][0]}, h={div.coords[0][1]}" in text
 
