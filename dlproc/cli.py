@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "agent",
     "explore",
     "report",
+    "regress",
 ]
 
 

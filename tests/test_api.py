@@ -111,3 +111,20 @@ def test_example_script_shows_its_usage():
     out = subprocess.run([sys.executable, str(REPO / "examples/build_processor.py"), "--help"],
                          capture_output=True, text=True, check=True)
     assert "buildProcessor" in out.stdout and "--no-synth" in out.stdout
+
+
+def test_example_script_runs_as_is(tmp_path):
+    """The buildProcessor script end to end (without the Yosys check, which takes minutes): the
+    estimate of the digits network, then the de10nano_int8 processor with the LRN block and its
+    DE10-Nano project in the output folder."""
+    out = subprocess.run([sys.executable, str(REPO / "examples/build_processor.py"), "--no-synth",
+                          "--out", str(tmp_path / "x")], capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "fits the device: True" in out.stdout
+    assert "Total" in out.stdout or "total" in out.stdout  # the performance estimate's table
+    project = tmp_path / "x"
+    verilog = (project / "ip" / "dlproc" / "dlproc_top.v").read_text()
+    assert "module dlproc_top" in verilog and "lrn" in verilog.lower()  # the LRN block is in the Verilog
+    assert (project / "build.sh").exists() and any(project.glob("*.qsf"))
+    saved = dlproc.ProcessorConfig.load(project / "dlproc_config.toml")
+    assert saved.get_module_property("conv", "LRNBlockGeneration") is True

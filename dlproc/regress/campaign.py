@@ -1,0 +1,218 @@
+"""A differential campaign on Ray: N random networks, each on the golden model, the ISA simulator
+and the RTL, spread over workers; results streamed to a JSONL file; mismatches saved as
+reproducers.
+
+Why Ray: a campaign is thousands of independent, second-long tasks whose only shared input is
+the processor configuration, and whose workers each need a Verilator build of it. Ray gives that
+shape directly: remote tasks retried when their worker dies (``max_retries``), an embedded local
+cluster when no address is given (``ray.init(num_cpus=K)``), the same code on a real cluster
+(``--address``), and no shared file system: the configuration travels through the object store
+once, and each worker process builds (or finds in its machine's cache, by configuration hash,
+under a file lock) the Verilated processor on its first case and keeps it loaded for the rest.
+
+The build is tried once before any case (:func:`_prepare`), so a configuration that cannot be
+built stops the campaign with that one error instead of failing N cases with it.
+
+Results file: the first line is a header (seed, configuration hash, what the file is); then one
+JSON object per finished case, flushed as it arrives, so an interrupted campaign keeps every case
+that finished and ``--resume`` runs only the others (a header that does not match the campaign is
+refused: resuming another campaign's file would mix results).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from dlproc import progress
+from dlproc.errors import DlprocError
+from dlproc.regress.case import CaseResult, run_case, save_reproducer
+
+__all__ = ["CampaignSummary", "run_campaign", "FAULT_ENV"]
+
+#: Fault injection for the tests: ``kill:INDEX:FLAGFILE`` makes the worker running case INDEX kill
+#: its own process (SIGKILL, as a crash or an out-of-memory kill would) if FLAGFILE exists,
+#: removing the file first, so the retry of the case runs normally.
+FAULT_ENV = "DLPROC_REGRESS_FAULT"
+RESULTS_KIND = "dlproc regress results"
+#: Tasks in flight per worker: enough to keep every worker busy while results stream back.
+IN_FLIGHT_PER_WORKER = 2
+TASK_RETRIES = 3
+
+
+@dataclass
+class CampaignSummary:
+    networks: int
+    mismatches: int
+    errors: int
+    seconds: float
+    workers: int
+    skipped: int = 0  #: cases found done in the results file (--resume)
+    interrupted: bool = False
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"networks": self.networks, "mismatches": self.mismatches, "errors": self.errors,
+                "seconds": round(self.seconds, 2), "workers": self.workers, "skipped": self.skipped,
+                "interrupted": self.interrupted, "failures": self.failures}
+
+
+def _inject_fault(index: int) -> None:
+    spec = os.environ.get(FAULT_ENV, "")
+    if not spec.startswith("kill:"):
+        return
+    _, which, flag = spec.split(":", 2)
+    if int(which) == index and os.path.exists(flag):
+        os.remove(flag)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _case_task(config: Any, seed: int, index: int) -> CaseResult:
+    _inject_fault(index)
+    return run_case(seed, index, config)
+
+
+def _prepare(config: Any) -> float:
+    """Build (or find) the Verilated processor of ``config`` on this worker's machine."""
+    from dlproc.sim.harness import NativeSim
+
+    with NativeSim(config, ddr_size=1 << 20) as sim:
+        return float(sim.build.seconds)
+
+
+def _header(seed: int, config: Any) -> dict[str, Any]:
+    return {"kind": RESULTS_KIND, "seed": int(seed), "config_hash": config.config_hash()}
+
+
+def _read_done(path: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """The finished cases of a results file (a torn last line, from a kill, is ignored)."""
+    lines = path.read_text().splitlines()
+    if not lines:
+        return {}
+    try:
+        head = json.loads(lines[0])
+    except ValueError:
+        head = None
+    if not isinstance(head, dict) or head.get("kind") != RESULTS_KIND:
+        raise DlprocError(f"{path}: not a dlproc regress results file (its first line is not the header)")
+    if (head.get("seed"), head.get("config_hash")) != (header["seed"], header["config_hash"]):
+        raise DlprocError(f"{path}: holds campaign seed {head.get('seed')} on configuration "
+                          f"{str(head.get('config_hash'))[:16]}, this one is seed {header['seed']} on "
+                          f"{header['config_hash'][:16]}; give another --results file or the same campaign")
+    done: dict[int, dict[str, Any]] = {}
+    for line in lines[1:]:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and "index" in rec:
+            done[int(rec["index"])] = rec
+    return done
+
+
+def _start_ray(workers: int | None, address: str | None) -> int:
+    try:
+        import ray
+    except ModuleNotFoundError:
+        raise DlprocError("dlproc regress runs on Ray: pip install -e '.[cluster]' (or pip install ray)") from None
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    env = {k: v for k, v in os.environ.items() if k.startswith("DLPROC_")}
+    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR",
+                               "runtime_env": {"env_vars": env} if env else None}
+    if address:
+        ray.init(address=address, **options)
+        return int(ray.cluster_resources().get("CPU", 1))
+    ray.init(num_cpus=workers, **options)
+    return int(workers or ray.cluster_resources().get("CPU", 1))
+
+
+def run_campaign(config: Any, count: int, seed: int, *, workers: int | None = None, address: str | None = None,
+                 results: Path | None = None, resume: bool = False, reproducers: Path | None = None,
+                 rerun_command: Callable[[int], str] | None = None) -> CampaignSummary:
+    """Run cases 0..count-1 of campaign ``seed`` on ``config`` over Ray (see the module docstring)."""
+    import ray
+
+    if count < 1:
+        raise DlprocError(f"--count {count}: a campaign has at least one network")
+    header = _header(seed, config)
+    done: dict[int, dict[str, Any]] = {}
+    if results is not None:
+        results = Path(results)
+        if resume and results.exists():
+            done = _read_done(results, header)
+        elif results.exists() and results.stat().st_size and not resume:
+            raise DlprocError(f"{results} exists: give --resume to continue that campaign, or another file")
+    todo = [i for i in range(count) if i not in done]
+    start = time.monotonic()
+    n_workers = _start_ray(workers, address)
+    summary = CampaignSummary(0, 0, 0, 0.0, n_workers, skipped=count - len(todo))
+    for rec in done.values():
+        if rec["index"] < count:
+            _count(summary, rec)
+    out = None
+    try:
+        config_ref = ray.put(config)
+        if todo:
+            try:
+                ray.get(ray.remote(max_retries=0)(_prepare).remote(config_ref))
+            except ray.exceptions.RayTaskError as exc:
+                cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+                raise DlprocError(f"the processor of configuration {config.config_hash()[:16]} cannot be built, so "
+                                  f"no case ran: {str(cause).strip().splitlines()[0]}") from None
+        if results is not None:
+            results.parent.mkdir(parents=True, exist_ok=True)
+            fresh = not (resume and results.exists() and results.stat().st_size)
+            out = results.open("a" if not fresh else "w")
+            if fresh:
+                out.write(json.dumps(header) + "\n")
+                out.flush()
+        task = ray.remote(max_retries=TASK_RETRIES)(_case_task)
+        queue = list(reversed(todo))
+        pending: dict[Any, int] = {}
+        with progress.bar(len(todo), f"regress seed {seed}: {len(todo)} networks on {n_workers} workers",
+                          "net") as shown:
+            while queue or pending:
+                while queue and len(pending) < IN_FLIGHT_PER_WORKER * n_workers:
+                    index = queue.pop()
+                    pending[task.remote(config_ref, seed, index)] = index
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    index = pending.pop(ref)
+                    try:
+                        result = ray.get(ref)
+                    except ray.exceptions.RayError as exc:  # retries exhausted: the worker kept dying
+                        result = CaseResult(seed, index, "error", detail=f"the task failed {TASK_RETRIES + 1} "
+                                            f"times: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+                    rec = result.record()
+                    if result.status != "ok" and reproducers is not None:
+                        cmd = rerun_command(index) if rerun_command else ""
+                        rec["reproducer"] = str(save_reproducer(result, reproducers, config, cmd))
+                        rec["rerun"] = cmd
+                    if out is not None:
+                        out.write(json.dumps(rec) + "\n")
+                        out.flush()
+                    _count(summary, rec)
+                    shown.update(1)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    finally:
+        if out is not None:
+            out.close()
+        ray.shutdown()
+    summary.seconds = time.monotonic() - start
+    return summary
+
+
+def _count(summary: CampaignSummary, rec: dict[str, Any]) -> None:
+    summary.networks += 1
+    if rec["status"] == "mismatch":
+        summary.mismatches += 1
+    elif rec["status"] == "error":
+        summary.errors += 1
+    if rec["status"] != "ok":
+        summary.failures.append({k: rec[k] for k in ("index", "status", "detail", "reproducer", "rerun") if k in rec})
