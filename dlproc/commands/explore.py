@@ -44,6 +44,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--report", metavar="FILE.html", type=Path,
                         help="also write an HTML report: the Pareto front against DSP/RAM/ALMs and the full report "
                         "of the fastest configuration that fits")
+    parser.add_argument("--verify-rtl", type=int, metavar="K", default=0,
+                        help="build and simulate the K fastest configurations that fit (in parallel on Ray): RTL "
+                        "cycles beside the estimate, bit-exact against the golden model")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, metavar="N", help="with --verify-rtl: local Ray workers (default: all cores)")
+    where.add_argument("--address", metavar="A", help="with --verify-rtl: the Ray cluster at A")
     parser.set_defaults(func=run)
 
 
@@ -51,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
     from dlproc.estimate.explore import explore, parse_sweep
     from dlproc.estimate.performance import load_for_estimate
 
+    if (args.workers is not None or args.address) and not args.verify_rtl:
+        raise ConfigError("--workers/--address go with --verify-rtl K (the estimates run on local processes, -j)")
+    if args.verify_rtl < 0:
+        raise ConfigError(f"--verify-rtl {args.verify_rtl}: the number of configurations to check, >= 0")
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {args.jobs}")
     if args.report is not None:
@@ -71,6 +81,12 @@ def run(args: argparse.Namespace) -> int:
     plot = None
     if any(p.valid for p in result.points):
         plot = result.plot(args.output)
+    checks = []
+    if args.verify_rtl:
+        from dlproc.cluster.verify import verify_best
+
+        checks = verify_best(_quantized(network), result.points, args.verify_rtl, workers=args.workers,
+                             address=args.address)
     report = None
     if args.report is not None:
         from dlproc.report import write_explore_report
@@ -86,14 +102,35 @@ def run(args: argparse.Namespace) -> int:
             "best": best.assignments if best else None,
             "plot": str(plot) if plot else None,
             "report": str(report) if report else None,
+            "verified": [c.to_dict() for c in checks],
         }, indent=1))
-        return 0
+        return _verdict(checks)
     print(result.table())
+    if checks:
+        print(_checks_table(checks))
     if plot:
         print(f"wrote {plot}")
     if report:
         print(f"wrote {report}")
-    return 0
+    return _verdict(checks)
+
+
+def _verdict(checks: list) -> int:
+    """1 when an RTL check disagreed with the golden model or failed."""
+    return 1 if any(c.error or c.bit_exact is False for c in checks) else 0
+
+
+def _checks_table(checks: list) -> str:
+    lines = ["", f"RTL check of the {len(checks)} fastest configurations that fit:",
+             f"  {'configuration':<44}{'estimate':>12}{'RTL':>12}{'error':>9}  bit-exact"]
+    for c in checks:
+        label = ", ".join(f"{k}={v}" for k, v in c.assignments.items())
+        if c.error:
+            lines.append(f"  {label:<44}  failed: {c.error}")
+            continue
+        lines.append(f"  {label:<44}{c.estimate_cycles:>12,}{c.rtl_cycles:>12,}{100 * c.estimate_error:>+8.1f}%  "
+                     f"{'yes' if c.bit_exact else 'NO'}")
+    return "\n".join(lines)
 
 
 def _quantized(network: Any) -> Any:

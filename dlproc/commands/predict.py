@@ -46,6 +46,10 @@ def register(subparsers: Any) -> None:
                         "whose output differs and its first differing elements (exit code 1)")
     parser.add_argument("--trace", metavar="FILE.fst", type=Path,
                         help="with --compare: write the FST waveform of the RTL up to the divergent operation")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, metavar="K",
+                       help="spread the batch's frames over K local Ray workers (golden or sim target)")
+    where.add_argument("--address", metavar="A", help="spread the batch's frames over the Ray cluster at A")
     parser.add_argument("-o", "--output", metavar="Y.npy", required=True, type=Path, help="output file")
     parser.set_defaults(func=run)
 
@@ -81,7 +85,10 @@ def run(args: argparse.Namespace) -> int:
     token = args.token if args.token is not None else os.environ.get("DLPROC_AGENT_TOKEN")
     if args.target.startswith("board://") and not token:
         raise DlprocError("a board:// target needs the agent's token: give --token T or set DLPROC_AGENT_TOKEN")
-    wf = Workflow(cn, config, target=args.target, token=token, board=args.board)
+    if (args.workers is not None or args.address) and args.target.startswith("board://"):
+        raise DlprocError("--workers/--address spread frames over simulators; a board:// target runs them itself")
+    wf = Workflow(cn, config, target=args.target, token=token, board=args.board, workers=args.workers,
+                  address=args.address)
     try:
         result = wf.predict(x, profile=args.profile, display=args.profile and not args.json)
     finally:

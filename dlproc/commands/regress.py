@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -63,8 +62,6 @@ def _rerun_command(args: argparse.Namespace, index: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     config = _config(args)
-    if args.workers is not None and args.workers < 1:
-        raise DlprocError(f"--workers {args.workers}: at least one worker")
     if args.resume and args.results is None:
         raise DlprocError("--resume needs --results FILE.jsonl (the file it resumes)")
     if args.index is not None:
@@ -73,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     reproducers = args.reproducers or ((args.results.parent / "regress-failures") if args.results
                                        else Path("build") / "regress-failures")
-    summary = run_campaign(config, args.count, args.seed, workers=args.workers or os.cpu_count() or 1,
+    summary = run_campaign(config, args.count, args.seed, workers=args.workers,
                            address=args.address, results=args.results, resume=args.resume,
                            reproducers=reproducers, rerun_command=lambda i: _rerun_command(args, i))
     if args.json:

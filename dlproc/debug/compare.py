@@ -200,7 +200,7 @@ def compare(cn: Any, x: Any, config: Any = None, *, tamper: Callable[[Any], None
         gold.predict(x)
         if tamper is not None:
             rtl.deploy()
-            tamper(rtl._machine)  # the same NativeSim the predict runs on
+            tamper(rtl.machine)  # the same NativeSim the predict runs on
         y = rtl.predict(x)
     finally:
         rtl.close()

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dlproc import progress
+from dlproc.cluster.engine import session
 from dlproc.errors import DlprocError
 from dlproc.regress.case import CaseResult, run_case, save_reproducer
 
@@ -37,7 +38,8 @@ __all__ = ["CampaignSummary", "run_campaign", "FAULT_ENV"]
 
 #: Fault injection for the tests: ``kill:INDEX:FLAGFILE`` makes the worker running case INDEX kill
 #: its own process (SIGKILL, as a crash or an out-of-memory kill would) if FLAGFILE exists,
-#: removing the file first, so the retry of the case runs normally.
+#: removing the file first, so the retry of the case runs normally; ``corrupt:INDEX`` flips a bit
+#: of the first weight byte the RTL of case INDEX loads, so the RTL disagrees.
 FAULT_ENV = "DLPROC_REGRESS_FAULT"
 RESULTS_KIND = "dlproc regress results"
 #: Tasks in flight per worker: enough to keep every worker busy while results stream back.
@@ -62,7 +64,7 @@ class CampaignSummary:
                 "interrupted": self.interrupted, "failures": self.failures}
 
 
-def _inject_fault(index: int) -> None:
+def _kill_fault(index: int) -> None:
     spec = os.environ.get(FAULT_ENV, "")
     if not spec.startswith("kill:"):
         return
@@ -72,9 +74,25 @@ def _inject_fault(index: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _corrupt_fault(index: int) -> Callable[[Any, Any], None] | None:
+    spec = os.environ.get(FAULT_ENV, "")
+    if not spec.startswith("corrupt:") or int(spec.split(":")[1]) != index:
+        return None
+
+    def corrupt(sim: Any, cn: Any) -> None:
+        from dlproc.hardware import isa
+
+        load = next(i for i in isa.decode_program(cn.instructions) if isinstance(i, isa.Load) and i.buf == isa.Buf.WGT)
+        byte = bytearray(sim.mem_read(load.dram_addr, 1))
+        byte[0] ^= 0x40
+        sim.mem_write(load.dram_addr, bytes(byte))
+
+    return corrupt
+
+
 def _case_task(config: Any, seed: int, index: int) -> CaseResult:
-    _inject_fault(index)
-    return run_case(seed, index, config)
+    _kill_fault(index)
+    return run_case(seed, index, config, _corrupt_fault(index))
 
 
 def _prepare(config: Any) -> float:
@@ -115,27 +133,10 @@ def _read_done(path: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return done
 
 
-def _start_ray(workers: int | None, address: str | None) -> int:
-    try:
-        import ray
-    except ModuleNotFoundError:
-        raise DlprocError("dlproc regress runs on Ray: pip install -e '.[cluster]' (or pip install ray)") from None
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    env = {k: v for k, v in os.environ.items() if k.startswith("DLPROC_")}
-    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR",
-                               "runtime_env": {"env_vars": env} if env else None}
-    if address:
-        ray.init(address=address, **options)
-        return int(ray.cluster_resources().get("CPU", 1))
-    ray.init(num_cpus=workers, **options)
-    return int(workers or ray.cluster_resources().get("CPU", 1))
-
-
 def run_campaign(config: Any, count: int, seed: int, *, workers: int | None = None, address: str | None = None,
                  results: Path | None = None, resume: bool = False, reproducers: Path | None = None,
                  rerun_command: Callable[[int], str] | None = None) -> CampaignSummary:
     """Run cases 0..count-1 of campaign ``seed`` on ``config`` over Ray (see the module docstring)."""
-    import ray
 
     if count < 1:
         raise DlprocError(f"--count {count}: a campaign has at least one network")
@@ -149,11 +150,20 @@ def run_campaign(config: Any, count: int, seed: int, *, workers: int | None = No
             raise DlprocError(f"{results} exists: give --resume to continue that campaign, or another file")
     todo = [i for i in range(count) if i not in done]
     start = time.monotonic()
-    n_workers = _start_ray(workers, address)
-    summary = CampaignSummary(0, 0, 0, 0.0, n_workers, skipped=count - len(todo))
+    summary = CampaignSummary(0, 0, 0, 0.0, 0, skipped=count - len(todo))
     for rec in done.values():
         if rec["index"] < count:
             _count(summary, rec)
+    with session(workers, address) as s:
+        summary.workers = s.workers
+        _campaign(s.ray, s.workers, config, seed, header, done, todo, results, reproducers, rerun_command, summary)
+    summary.seconds = time.monotonic() - start
+    return summary
+
+
+def _campaign(ray: Any, n_workers: int, config: Any, seed: int, header: dict[str, Any], done: dict[int, dict[str, Any]],
+              todo: list[int], results: Path | None, reproducers: Path | None,
+              rerun_command: Callable[[int], str] | None, summary: CampaignSummary) -> None:
     out = None
     try:
         config_ref = ray.put(config)
@@ -165,12 +175,14 @@ def run_campaign(config: Any, count: int, seed: int, *, workers: int | None = No
                 raise DlprocError(f"the processor of configuration {config.config_hash()[:16]} cannot be built, so "
                                   f"no case ran: {str(cause).strip().splitlines()[0]}") from None
         if results is not None:
+            # The file restarts from its header and the cases it holds: a line torn by a kill is
+            # dropped, so the next case starts on a line of its own.
             results.parent.mkdir(parents=True, exist_ok=True)
-            fresh = not (resume and results.exists() and results.stat().st_size)
-            out = results.open("a" if not fresh else "w")
-            if fresh:
-                out.write(json.dumps(header) + "\n")
-                out.flush()
+            out = results.open("w")
+            out.write(json.dumps(header) + "\n")
+            for index in sorted(done):
+                out.write(json.dumps(done[index]) + "\n")
+            out.flush()
         task = ray.remote(max_retries=TASK_RETRIES)(_case_task)
         queue = list(reversed(todo))
         pending: dict[Any, int] = {}
@@ -203,9 +215,6 @@ def run_campaign(config: Any, count: int, seed: int, *, workers: int | None = No
     finally:
         if out is not None:
             out.close()
-        ray.shutdown()
-    summary.seconds = time.monotonic() - start
-    return summary
 
 
 def _count(summary: CampaignSummary, rec: dict[str, Any]) -> None:

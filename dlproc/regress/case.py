@@ -19,7 +19,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -78,8 +78,10 @@ def _first_difference(name: str, a: np.ndarray, b: np.ndarray, what: str) -> str
             f"{np.asarray(a)[first]} vs {np.asarray(b)[first]}")
 
 
-def run_case(seed: int, index: int, config: Any) -> CaseResult:
-    """Run case ``index`` of campaign ``seed`` on ``config``'s processor."""
+def run_case(seed: int, index: int, config: Any,
+             fault: Callable[[Any, Any], None] | None = None) -> CaseResult:
+    """Run case ``index`` of campaign ``seed`` on ``config``'s processor. ``fault(sim, compiled)``
+    is called on the RTL's simulator after the network is loaded (fault injection for tests)."""
     from dlproc.targets.golden.run import run_int8
     from dlproc.targets.workflow import Workflow
 
@@ -97,6 +99,9 @@ def run_case(seed: int, index: int, config: Any) -> CaseResult:
         y_isa = isa_wf.predict(x, display=False)
         rtl_wf = Workflow(cn, config, target="sim")
         try:
+            if fault is not None:
+                rtl_wf.deploy()
+                fault(rtl_wf.machine, cn)
             y_rtl, prof = rtl_wf.predict(x, profile=True, display=False)
             result.rtl_cycles = int(prof.total_cycles) if getattr(prof, "total_cycles", None) else None
         finally:

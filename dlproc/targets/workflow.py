@@ -73,7 +73,7 @@ class Workflow:
 
     def __init__(self, network: Any, config: Any = None, target: Any = "golden", *, max_cycles: int = 200_000_000,
                  progress: Callable[[int, int], None] | None = None, token: str | None = None,
-                 board: str = "de10-nano"):
+                 board: str = "de10-nano", workers: int | None = None, address: str | None = None):
         # A board target is the agent on the HPS (or `dlproc agent --sim`): dlproc.targets.board.BoardTarget.
         self._board = None
         if not isinstance(target, str) or target.startswith("board://"):
@@ -85,6 +85,9 @@ class Workflow:
         self.target = target
         self.max_cycles = max_cycles
         self.progress = progress
+        #: spread predict's frames over this many local Ray workers, or the cluster at ``address``
+        self.workers = workers
+        self.address = address
         self.qnet = None
         self.compiled: CompiledNetwork | None = None
         if isinstance(network, (str, Path)):
@@ -150,24 +153,18 @@ class Workflow:
         ``profile=True`` also the :class:`ProfileResult` of the last frame (printed if ``display``)."""
         cn = self.compiled or self.compile()
         xf = host.check_input(cn, x)  # before anything runs
-        if self._machine is None:
-            self.deploy()
         xq = host.fold_batch(cn, host.quantize_input(cn, xf))
-        hw_values = {t.name: np.empty((len(xq),) + tuple(t.shape), dtype=np.int8) for t in cn.outputs}
-        total = 0
-        run = FrameRun(None, None)
-        frames = range(len(xq))
-        if len(xq) > 1:
-            frames = progress.track(frames, f"{cn.name} on {self.target}", len(xq), "frame")
-        for i in frames:
-            run = self._run_frame(cn, xq[i])
-            if run.cycles is not None:
-                total += run.cycles
-            for t in cn.outputs:
-                raw = self._machine.mem_read(cn.base + t.offset, host.tensor_nbytes(self._geom, t.shape))
-                hw_values[t.name][i] = host.unpack_tensor(self._geom, raw, tuple(t.shape))
-            if self.progress:
-                self.progress(i + 1, len(xq))
+        if self.workers is not None or self.address is not None:
+            if self.target not in ("golden", "sim"):
+                raise DlprocError("workers spread a batch over ISA simulators or RTL simulations; a board runs "
+                                  "its frames itself")
+            from dlproc.cluster.batch import run_frames
+
+            hw_values, runs = run_frames(cn, self.config, self.target, xq, self.workers, self.address)
+        else:
+            hw_values, runs = self.run_quantized_frames(xq)
+        run = runs[-1] if runs else FrameRun(None, None)
+        total = sum(r.cycles for r in runs if r.cycles is not None)
         self.last_hw_values = hw_values
         outputs = host.run_software_layers(cn, hw_values)
         result = outputs[cn.network_outputs[0]] if len(outputs) == 1 else outputs
@@ -178,6 +175,27 @@ class Workflow:
         if display:
             print(prof.table())
         return result, prof
+
+    def run_quantized_frames(self, xq: np.ndarray) -> tuple[dict[str, np.ndarray], list[FrameRun]]:
+        """Run int8 frames (quantized and folded, as ``predict`` makes them) on this workflow's
+        target, deploying first if needed: the hardware output tensors of every frame, and each
+        frame's run (cycles, MARK values). ``predict`` is this plus the host's part."""
+        cn = self.compiled or self.compile()
+        if self._machine is None:
+            self.deploy()
+        hw_values = {t.name: np.empty((len(xq),) + tuple(t.shape), dtype=np.int8) for t in cn.outputs}
+        runs: list[FrameRun] = []
+        frames = range(len(xq))
+        if len(xq) > 1:
+            frames = progress.track(frames, f"{cn.name} on {self.target}", len(xq), "frame")
+        for i in frames:
+            runs.append(self._run_frame(cn, xq[i]))
+            for t in cn.outputs:
+                raw = self._machine.mem_read(cn.base + t.offset, host.tensor_nbytes(self._geom, t.shape))
+                hw_values[t.name][i] = host.unpack_tensor(self._geom, raw, tuple(t.shape))
+            if self.progress:
+                self.progress(i + 1, len(xq))
+        return hw_values, runs
 
     def _run_frame(self, cn: CompiledNetwork, frame: np.ndarray) -> FrameRun:
         if self._board is not None:
@@ -209,6 +227,12 @@ class Workflow:
         mac = MacActivity(self._machine.csr_read(regmap.offset("MAC_ACTIVE")),
                           self._machine.csr_read(regmap.offset("FC_MAC_ACTIVE")), hw.fc_lanes if hw.fc else 0)
         return FrameRun(res.hw_cycles, marks, mac)
+
+    @property
+    def machine(self) -> Any:
+        """The deployed target (``isasim.Machine``, ``NativeSim`` or the board), ``None`` before
+        :meth:`deploy`: for inspecting its memory, or injecting a fault in a test."""
+        return self._machine
 
     def close(self) -> None:
         if self._machine is not None and hasattr(self._machine, "close"):
