@@ -19,6 +19,7 @@ from typing import Any
 
 from dlproc.config import PRESETS
 from dlproc.errors import DlprocError
+from dlproc.regress.generator import KINDS
 
 
 def register(subparsers: Any) -> None:
@@ -43,6 +44,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--reproducers", metavar="DIR", type=Path,
                         help="where failing cases are saved (default regress-failures/ next to --results, "
                              "else build/regress-failures)")
+    parser.add_argument("--kind", choices=KINDS, default="full",
+                        help="full: the layer mix (default); tiny: one-convolution networks, to measure the "
+                        "engine's per-task cost")
     parser.add_argument("--index", type=int, help="run only case INDEX, here, without Ray (a reproducer's rerun)")
     parser.add_argument("--json", action="store_true",
                         help='print {"networks", "mismatches", "seconds", "workers", "failures"} as JSON')
@@ -57,7 +61,8 @@ def _config(args: argparse.Namespace) -> Any:
 
 def _rerun_command(args: argparse.Namespace, index: int) -> str:
     source = ["--config", str(args.config.resolve())] if args.config else ["--preset", args.preset or "de10nano_int8"]
-    return shlex.join(["dlproc", "regress", "--seed", str(args.seed), *source, "--index", str(index)])
+    kind = ["--kind", args.kind] if args.kind != "full" else []
+    return shlex.join(["dlproc", "regress", "--seed", str(args.seed), *source, *kind, "--index", str(index)])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                                        else Path("build") / "regress-failures")
     summary = run_campaign(config, args.count, args.seed, workers=args.workers,
                            address=args.address, results=args.results, resume=args.resume,
-                           reproducers=reproducers, rerun_command=lambda i: _rerun_command(args, i))
+                           reproducers=reproducers, rerun_command=lambda i: _rerun_command(args, i), kind=args.kind)
     if args.json:
         print(json.dumps(summary.to_dict(), indent=1))
     else:
@@ -93,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_one(args: argparse.Namespace, config: Any) -> int:
     from dlproc.regress.case import run_case
 
-    result = run_case(args.seed, args.index, config)
+    result = run_case(args.seed, args.index, config, kind=args.kind)
     rec = result.record()
     if args.json:
         print(json.dumps(rec, indent=1))

@@ -44,6 +44,9 @@ FAULT_ENV = "DLPROC_REGRESS_FAULT"
 RESULTS_KIND = "dlproc regress results"
 #: Tasks in flight per worker: enough to keep every worker busy while results stream back.
 IN_FLIGHT_PER_WORKER = 2
+#: Cases per task: a few, so that Ray's cost per task (about 40 ms measured here, against 0.1 to
+#: 0.3 s per case) is shared, while results still stream back every second or so.
+CASES_PER_TASK = 4
 TASK_RETRIES = 3
 
 
@@ -90,9 +93,12 @@ def _corrupt_fault(index: int) -> Callable[[Any, Any], None] | None:
     return corrupt
 
 
-def _case_task(config: Any, seed: int, index: int) -> CaseResult:
-    _kill_fault(index)
-    return run_case(seed, index, config, _corrupt_fault(index))
+def _cases_task(config: Any, seed: int, indices: list[int], kind: str) -> list[CaseResult]:
+    results = []
+    for index in indices:
+        _kill_fault(index)
+        results.append(run_case(seed, index, config, _corrupt_fault(index), kind))
+    return results
 
 
 def _prepare(config: Any) -> float:
@@ -103,8 +109,8 @@ def _prepare(config: Any) -> float:
         return float(sim.build.seconds)
 
 
-def _header(seed: int, config: Any) -> dict[str, Any]:
-    return {"kind": RESULTS_KIND, "seed": int(seed), "config_hash": config.config_hash()}
+def _header(seed: int, config: Any, networks: str) -> dict[str, Any]:
+    return {"kind": RESULTS_KIND, "seed": int(seed), "config_hash": config.config_hash(), "networks": networks}
 
 
 def _read_done(path: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -118,10 +124,12 @@ def _read_done(path: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
         head = None
     if not isinstance(head, dict) or head.get("kind") != RESULTS_KIND:
         raise DlprocError(f"{path}: not a dlproc regress results file (its first line is not the header)")
-    if (head.get("seed"), head.get("config_hash")) != (header["seed"], header["config_hash"]):
+    if (head.get("seed"), head.get("config_hash"), head.get("networks", "full")) != \
+            (header["seed"], header["config_hash"], header["networks"]):
         raise DlprocError(f"{path}: holds campaign seed {head.get('seed')} on configuration "
                           f"{str(head.get('config_hash'))[:16]}, this one is seed {header['seed']} on "
-                          f"{header['config_hash'][:16]}; give another --results file or the same campaign")
+                          f"{header['config_hash'][:16]} ({header['networks']} networks); give another --results file "
+                          "or the same campaign")
     done: dict[int, dict[str, Any]] = {}
     for line in lines[1:]:
         try:
@@ -135,12 +143,13 @@ def _read_done(path: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
 
 def run_campaign(config: Any, count: int, seed: int, *, workers: int | None = None, address: str | None = None,
                  results: Path | None = None, resume: bool = False, reproducers: Path | None = None,
-                 rerun_command: Callable[[int], str] | None = None) -> CampaignSummary:
-    """Run cases 0..count-1 of campaign ``seed`` on ``config`` over Ray (see the module docstring)."""
+                 rerun_command: Callable[[int], str] | None = None, kind: str = "full") -> CampaignSummary:
+    """Run cases 0..count-1 of campaign ``seed`` on ``config`` over Ray (see the module docstring);
+    ``kind`` is the generator's network kind (``dlproc.regress.generator.KINDS``)."""
 
     if count < 1:
         raise DlprocError(f"--count {count}: a campaign has at least one network")
-    header = _header(seed, config)
+    header = _header(seed, config, kind)
     done: dict[int, dict[str, Any]] = {}
     if results is not None:
         results = Path(results)
@@ -183,38 +192,47 @@ def _campaign(ray: Any, n_workers: int, config: Any, seed: int, header: dict[str
             for index in sorted(done):
                 out.write(json.dumps(done[index]) + "\n")
             out.flush()
-        task = ray.remote(max_retries=TASK_RETRIES)(_case_task)
-        queue = list(reversed(todo))
-        pending: dict[Any, int] = {}
+        task = ray.remote(max_retries=TASK_RETRIES)(_cases_task)
+        per_task = max(1, min(CASES_PER_TASK, len(todo) // (IN_FLIGHT_PER_WORKER * n_workers)))
+        queue = [todo[i:i + per_task] for i in range(0, len(todo), per_task)][::-1]
+        pending: dict[Any, list[int]] = {}
         with progress.bar(len(todo), f"regress seed {seed}: {len(todo)} networks on {n_workers} workers",
                           "net") as shown:
             while queue or pending:
                 while queue and len(pending) < IN_FLIGHT_PER_WORKER * n_workers:
-                    index = queue.pop()
-                    pending[task.remote(config_ref, seed, index)] = index
+                    indices = queue.pop()
+                    pending[task.remote(config_ref, seed, indices, header["networks"])] = indices
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in ready:
-                    index = pending.pop(ref)
+                    indices = pending.pop(ref)
                     try:
-                        result = ray.get(ref)
+                        results = ray.get(ref)
                     except ray.exceptions.RayError as exc:  # retries exhausted: the worker kept dying
-                        result = CaseResult(seed, index, "error", detail=f"the task failed {TASK_RETRIES + 1} "
-                                            f"times: {type(exc).__name__}: {str(exc).splitlines()[0]}")
-                    rec = result.record()
-                    if result.status != "ok" and reproducers is not None:
-                        cmd = rerun_command(index) if rerun_command else ""
-                        rec["reproducer"] = str(save_reproducer(result, reproducers, config, cmd))
-                        rec["rerun"] = cmd
-                    if out is not None:
-                        out.write(json.dumps(rec) + "\n")
-                        out.flush()
-                    _count(summary, rec)
-                    shown.update(1)
+                        why = (f"the task failed {TASK_RETRIES + 1} times: "
+                               f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+                        results = [CaseResult(seed, index, "error", detail=why) for index in indices]
+                    for result in results:
+                        _record(result, config, reproducers, rerun_command, out, summary)
+                        shown.update(1)
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:
         if out is not None:
             out.close()
+
+
+def _record(result: CaseResult, config: Any, reproducers: Path | None, rerun_command: Callable[[int], str] | None,
+            out: Any, summary: CampaignSummary) -> None:
+    """Save a failing case's reproducer, write the case's line, count it."""
+    rec = result.record()
+    if result.status != "ok" and reproducers is not None:
+        cmd = rerun_command(result.index) if rerun_command else ""
+        rec["reproducer"] = str(save_reproducer(result, reproducers, config, cmd))
+        rec["rerun"] = cmd
+    if out is not None:
+        out.write(json.dumps(rec) + "\n")
+        out.flush()
+    _count(summary, rec)
 
 
 def _count(summary: CampaignSummary, rec: dict[str, Any]) -> None:

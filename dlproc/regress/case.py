@@ -58,12 +58,12 @@ class CaseResult:
         return out
 
 
-def quantize_case(seed: int, index: int, config: Any) -> tuple[Any, tuple[int, int, int]]:
+def quantize_case(seed: int, index: int, config: Any, kind: str = "full") -> tuple[Any, tuple[int, int, int]]:
     """The quantized network of case ``index`` (calibrated on its own random data) and its input
     shape (C, H, W)."""
     from dlproc.quant import Quantizer
 
-    net = random_network(seed, index, config)
+    net = random_network(seed, index, config, kind)
     q = Quantizer(net)
     rng = network_rng(seed, index)
     calib = rng.uniform(-1.0, 1.0, (CALIBRATION_FRAMES, *q.input_shape)).astype(np.float32)
@@ -78,8 +78,8 @@ def _first_difference(name: str, a: np.ndarray, b: np.ndarray, what: str) -> str
             f"{np.asarray(a)[first]} vs {np.asarray(b)[first]}")
 
 
-def run_case(seed: int, index: int, config: Any,
-             fault: Callable[[Any, Any], None] | None = None) -> CaseResult:
+def run_case(seed: int, index: int, config: Any, fault: Callable[[Any, Any], None] | None = None,
+             kind: str = "full") -> CaseResult:
     """Run case ``index`` of campaign ``seed`` on ``config``'s processor. ``fault(sim, compiled)``
     is called on the RTL's simulator after the network is loaded (fault injection for tests)."""
     from dlproc.targets.golden.run import run_int8
@@ -89,7 +89,7 @@ def run_case(seed: int, index: int, config: Any,
     result = CaseResult(seed, index, "ok")
     qnet = x = None
     try:
-        qnet, in_shape = quantize_case(seed, index, config)
+        qnet, in_shape = quantize_case(seed, index, config, kind)
         result.layers = len(qnet.layers) - 1
         result.ops = sorted({layer.op for layer in qnet.layers if layer.op != "input"})
         x = random_input(seed, index, in_shape, FRAMES)

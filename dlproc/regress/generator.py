@@ -23,7 +23,7 @@ import numpy as np
 from dlproc.hardware import isa
 from dlproc.ir import Activation, Layer, Network, Shape
 
-__all__ = ["NetworkBuilder", "random_network", "network_rng", "random_input"]
+__all__ = ["NetworkBuilder", "random_network", "network_rng", "random_input", "KINDS"]
 
 ACTIVATIONS = (None, Activation("relu"), Activation("leaky", alpha=0.1), Activation("clip", lo=0.0, hi=2.0))
 
@@ -135,10 +135,22 @@ def _random_conv(b: NetworkBuilder, rng: np.random.Generator, name: str, src: st
                   act=act, groups=groups, dilation=dilation)
 
 
-def random_network(seed: int, index: int, config: Any = None) -> Network:
+#: What a campaign's networks look like: "full" (the mix of the module docstring) or "tiny" (one
+#: convolution: next to no work per case, so a campaign of them measures the engine's own cost).
+KINDS = ("full", "tiny")
+
+
+def random_network(seed: int, index: int, config: Any = None, kind: str = "full") -> Network:
     """Network ``index`` of campaign ``seed``; with ``config``, only layers its processor runs
     (an optional block is drawn only when the configuration generates it)."""
     from dlproc.hardware.geometry import Geometry
+
+    if kind not in KINDS:
+        raise ValueError(f"network kind {kind!r} is not one of {', '.join(KINDS)}")
+    if kind == "tiny":
+        rng = network_rng(seed, index)
+        b = NetworkBuilder(f"regress_tiny_{seed}_{index}", (int(rng.integers(1, 5)), 8, 8))
+        return b.build([_random_conv(b, rng, "conv0", "input")])
 
     hw = Geometry.from_config(config).hw if config is not None else None
 
