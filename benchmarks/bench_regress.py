@@ -78,7 +78,7 @@ def main() -> int:
               f"{s['wall_speedup']:.2f}x wall (target >= 1.7x); busy workers {s['work_rate_1']:.2f} -> "
               f"{s['work_rate_2']:.2f}")
         print(f"engine cost ({o['networks']} one-convolution networks): {o['case_seconds_mean'] * 1e3:.1f} ms of work "
-              f"per case, {o['engine_seconds_per_task'] * 1e3:.1f} ms of engine time per task (Ray start included)")
+              f"per case, {o['engine_seconds_per_task'] * 1e3:.1f} ms of engine time per case (Ray start and the driver included)")
     ok = out["full"]["mismatches"] == 0 and out["full"]["errors"] == 0
     return 0 if ok else 1
 
