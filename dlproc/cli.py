@@ -32,6 +32,7 @@ COMMAND_MODULES = [
     "explore",
     "report",
     "regress",
+    "zoo",
 ]
 
 

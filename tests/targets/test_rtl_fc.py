@@ -82,3 +82,28 @@ def test_gemm_softmax_network_on_rtl_is_bit_exact():
     for t in wf.compiled.outputs:
         np.testing.assert_array_equal(wf.last_hw_values[t.name], ref[t.name], err_msg=t.name)
     np.testing.assert_array_equal(y, qnet.dequantize("prob", ref["prob"]))
+
+
+def test_an_fc_output_larger_than_out_reuses_the_ring_with_store_tokens():
+    """3,000 outputs are 750 channel blocks, more than OUT's 512 words: every tile stores and the
+    OUT ring wraps. Its STOREs must give the S2C token back to the FC that overwrites their slot
+    (the zoo's VGG-16 and AlexNet found them not doing so: the linker refused the program)."""
+    from dlproc.compiler import compile_network
+    from dlproc.quant import Quantizer
+    from dlproc.regress.generator import NetworkBuilder
+
+    rng = np.random.default_rng(3000)
+    b = NetworkBuilder("wide_fc", (128, 1, 1))
+    y = b.fc("fc", "input", (rng.standard_normal((3000, 128)) * 0.1).astype(np.float32),
+             (rng.standard_normal(3000) * 0.1).astype(np.float32))
+    q = Quantizer(b.build([y]))
+    x = rng.uniform(-1, 1, (4, 128, 1, 1)).astype(np.float32)
+    q.calibrate(x)
+    qnet = q.quantize()
+    cn = compile_network(qnet, CFG)
+    ref = run_int8(qnet, qnet.quantize_input(x[:2]), collect=True)
+    for target in ("golden", "sim"):
+        wf = Workflow(cn, CFG, target=target)
+        wf.predict(x[:2], display=False)
+        wf.close()
+        np.testing.assert_array_equal(wf.last_hw_values["fc"], ref["fc"], err_msg=target)

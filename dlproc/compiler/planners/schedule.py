@@ -360,7 +360,10 @@ class FcEmitter(Emitter):
 
     def stream(self, mark_index: int | None, finish: bool = True) -> list[isa.Instruction]:
         if all(op.store is not None for st in self.steps for op in st.ops):
-            return super().stream(mark_index, finish)
+            # Every tile stores (the output does not fit OUT): the OUT ring is reused, so the
+            # general tokens apply, STOREs giving S2C back to the FCs that overwrite their slot.
+            # (Not ``super().stream``: it would call this class's ``tokens``.)
+            return Emitter(self.steps, self.out_slots).stream(mark_index, finish)
         self.tokens()
         out: list[isa.Instruction] = [ld.insn for ld in self.steps[0].loads] if self.steps else []
         for k, st in enumerate(self.steps):
