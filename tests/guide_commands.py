@@ -64,6 +64,9 @@ def steps(text: str) -> list[Step]:
 
 def _normal(line: str) -> str:
     line = re.sub(r"\d+(\.\d+)? ?s\b", "<t>s", line.rstrip())
+    # A number printed in exponent form is a float far from 1 (the smallest softmax output, say),
+    # whose last printed digit moves with the machine's float rounding: compare four digits.
+    line = re.sub(r"\b\d\.\d+e[-+]\d+\b", lambda m: f"{float(m.group(0)):.3e}", line)
     return re.sub(r"\s+", " ", line).strip()
 
 

@@ -10,6 +10,7 @@ profile is that of the batch's last frame, as on one machine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,28 +23,20 @@ __all__ = ["run_frames", "CHUNKS_PER_WORKER"]
 CHUNKS_PER_WORKER = 2
 
 
-def _run_chunk(cn_bytes: bytes, config: Any, target: str, frames: np.ndarray) -> tuple[dict[str, np.ndarray], list]:
-    from dlproc.compiler import netfile
-    from dlproc.targets.workflow import Workflow
+def run_frames(run_chunk: Callable[..., tuple[dict[str, np.ndarray], list]], cn: Any, config: Any, target: str,
+               xq: np.ndarray, workers: int | None, address: str | None) -> tuple[dict[str, np.ndarray], list]:
+    """Run the quantized, folded frames ``xq`` of compiled network ``cn`` on ``target`` over Ray.
 
-    cn = netfile.from_bytes(cn_bytes)
-    wf = Workflow(cn, config, target=target)
-    try:
-        return wf.run_quantized_frames(frames)
-    finally:
-        wf.close()
-
-
-def run_frames(cn: Any, config: Any, target: str, xq: np.ndarray, workers: int | None,
-               address: str | None) -> tuple[dict[str, np.ndarray], list]:
-    """Run the quantized, folded frames ``xq`` of compiled network ``cn`` on ``target`` over Ray;
-    returns what ``Workflow.run_quantized_frames`` returns for the whole batch."""
+    ``run_chunk(cn_bytes, config, target, frames)`` runs one chunk on a worker and returns its
+    hardware outputs by tensor name and its frame runs (``Workflow.run_chunk``, passed in so that
+    this module does not import the workflow that calls it); the result is the same for the
+    whole batch, in frame order."""
     from dlproc.compiler import netfile
 
     with session(workers, address) as s:
         ray = s.ray
         cn_ref = ray.put(netfile.to_bytes(cn))
-        task = ray.remote(max_retries=3)(_run_chunk)
+        task = ray.remote(max_retries=3)(run_chunk)
         chunks = np.array_split(np.arange(len(xq)), min(len(xq), CHUNKS_PER_WORKER * s.workers))
         refs = [task.remote(cn_ref, config, target, xq[idx]) for idx in chunks if len(idx)]
         results: dict[Any, Any] = {}

@@ -160,7 +160,7 @@ class Workflow:
                                   "its frames itself")
             from dlproc.cluster.batch import run_frames
 
-            hw_values, runs = run_frames(cn, self.config, self.target, xq, self.workers, self.address)
+            hw_values, runs = run_frames(run_chunk, cn, self.config, self.target, xq, self.workers, self.address)
         else:
             hw_values, runs = self.run_quantized_frames(xq)
         run = runs[-1] if runs else FrameRun(None, None)
@@ -238,3 +238,14 @@ class Workflow:
         if self._machine is not None and hasattr(self._machine, "close"):
             self._machine.close()
         self._machine = None
+
+
+def run_chunk(cn_bytes: bytes, config: Any, target: str, frames: np.ndarray) -> tuple[dict[str, np.ndarray],
+                                                                                    list[FrameRun]]:
+    """Deploy a compiled network (``.dlnet`` bytes) on ``target`` and run int8 frames on it: the
+    part of a batch one Ray worker runs (``dlproc.cluster.batch``)."""
+    wf = Workflow(netfile.from_bytes(cn_bytes), config, target=target)
+    try:
+        return wf.run_quantized_frames(frames)
+    finally:
+        wf.close()
