@@ -26,7 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,19 +99,9 @@ def measure(name: str, preset: str, rtl: bool) -> dict:
         row["reason"] = str(exc).splitlines()[0]
         return row
     if rtl:
-        from dlproc.targets.golden.run import run_int8
-        from dlproc.targets.workflow import Workflow
+        from dlproc.cluster.verify import rtl_frame
 
-        shape = qnet[qnet.inputs[0]].shape
-        x = np.random.default_rng(0).uniform(-1, 1, (1, shape.c, shape.h, shape.w)).astype(np.float32)
-        wf = Workflow(cn, cfg, target="sim")
-        try:
-            _, prof = wf.predict(x, profile=True, display=False)
-        finally:
-            wf.close()
-        ref = run_int8(qnet, qnet.quantize_input(x), collect=True)
-        row["rtl"] = int(prof.total_cycles)
-        row["bit_exact"] = all(np.array_equal(wf.last_hw_values[t.name], ref[t.name]) for t in cn.outputs)
+        row["rtl"], row["bit_exact"] = rtl_frame(qnet, cn, cfg)
     row["seconds"] = round(time.monotonic() - start, 1)
     return row
 

@@ -17,7 +17,7 @@ import numpy as np
 from dlproc import progress
 from dlproc.cluster.engine import session
 
-__all__ = ["RtlCheck", "verify_best", "candidates"]
+__all__ = ["RtlCheck", "verify_best", "candidates", "rtl_frame"]
 
 
 @dataclass
@@ -45,27 +45,32 @@ def candidates(points: list[Any], k: int) -> list[Any]:
     return sorted(fit, key=lambda p: -(p.fps or 0.0))[:k]
 
 
+def rtl_frame(qnet: Any, cn: Any, config: Any, seed: int = 0) -> tuple[int, bool]:
+    """Run one random frame of compiled ``cn`` (of ``qnet``) on ``config``'s RTL: its cycles, and
+    whether every hardware output equals the golden model's bit for bit."""
+    from dlproc.targets.golden.run import run_int8
+    from dlproc.targets.workflow import Workflow
+
+    shape = qnet[qnet.inputs[0]].shape
+    x = np.random.default_rng(seed).uniform(-1.0, 1.0, (1, shape.c, shape.h, shape.w)).astype(np.float32)
+    wf = Workflow(cn, config, target="sim")
+    try:
+        _, prof = wf.predict(x, profile=True, display=False)
+    finally:
+        wf.close()
+    ref = run_int8(qnet, qnet.quantize_input(x), collect=True)
+    return int(prof.total_cycles), all(np.array_equal(wf.last_hw_values[t.name], ref[t.name]) for t in cn.outputs)
+
+
 def _check(config_dict: dict[str, Any], assignments: dict[str, str], estimate: int | None, qnet: Any) -> RtlCheck:
     from dlproc.compiler import compile_network
     from dlproc.config import ProcessorConfig
     from dlproc.errors import DlprocError
-    from dlproc.targets.golden.run import run_int8
-    from dlproc.targets.workflow import Workflow
 
     check = RtlCheck(dict(assignments), estimate)
     try:
         cfg = ProcessorConfig.from_dict(config_dict, source="explore candidate")
-        cn = compile_network(qnet, cfg)
-        shape = qnet[qnet.inputs[0]].shape
-        x = np.random.default_rng(0).uniform(-1.0, 1.0, (1, shape.c, shape.h, shape.w)).astype(np.float32)
-        wf = Workflow(cn, cfg, target="sim")
-        try:
-            _, prof = wf.predict(x, profile=True, display=False)
-        finally:
-            wf.close()
-        ref = run_int8(qnet, qnet.quantize_input(x), collect=True)
-        check.rtl_cycles = int(prof.total_cycles)
-        check.bit_exact = all(np.array_equal(wf.last_hw_values[t.name], ref[t.name]) for t in cn.outputs)
+        check.rtl_cycles, check.bit_exact = rtl_frame(qnet, compile_network(qnet, cfg), cfg)
     except DlprocError as exc:
         check.error = str(exc).splitlines()[0]
     return check

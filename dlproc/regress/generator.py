@@ -61,11 +61,12 @@ class NetworkBuilder:
             params["bias"] = b.astype(np.float32)
         return self.add(name, "conv", [src], Shape(co, ho, wo), attrs=attrs, params=params)
 
-    def fc(self, name: str, src: str, w: np.ndarray, b: np.ndarray | None = None) -> str:
+    def fc(self, name: str, src: str, w: np.ndarray, b: np.ndarray | None = None,
+           act: Activation | None = None) -> str:
         params = {"weight": w.astype(np.float32)}
         if b is not None:
             params["bias"] = b.astype(np.float32)
-        return self.add(name, "fc", [src], Shape(w.shape[0]), attrs={"activation": None}, params=params)
+        return self.add(name, "fc", [src], Shape(w.shape[0]), attrs={"activation": act}, params=params)
 
     def pool(self, name: str, src: str, op: str, k: int, stride: int, pads: tuple[int, int, int, int] = (0, 0, 0, 0),
              count_include_pad: bool = False) -> str:

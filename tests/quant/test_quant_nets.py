@@ -7,82 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlproc.ir import Activation, Layer, Network, Shape
+from dlproc.ir import Activation, Network
+from dlproc.regress.generator import NetworkBuilder
 
 RELU = Activation("relu")
 LEAKY = Activation("leaky", alpha=0.1)
 
 
-class NetBuilder:
-    """Appends layers to a network, tracking shapes."""
-
-    def __init__(self, name: str, in_shape: tuple[int, int, int]):
-        self.name = name
-        self.layers = [Layer("input", "input", [], Shape(*in_shape), origin=["input"], tensor="input")]
-
-    def shape(self, name: str) -> Shape:
-        return next(layer.shape for layer in self.layers if layer.name == name)
-
-    def add(self, name: str, op: str, inputs: list[str], shape: Shape, **kw) -> str:
-        self.layers.append(Layer(name, op, inputs, shape, origin=[f"src_{name}"], tensor=name, **kw))
-        return name
-
-    def conv(self, name, src, w, b=None, stride=1, pads=(0, 0, 0, 0), act=None, groups=1, dilation=1) -> str:
-        s = self.shape(src)
-        co, _, kh, kw = w.shape
-        ho = (s.h + pads[0] + pads[2] - dilation * (kh - 1) - 1) // stride + 1
-        wo = (s.w + pads[1] + pads[3] - dilation * (kw - 1) - 1) // stride + 1
-        attrs = {"kernel": (kh, kw), "stride": (stride, stride), "pads": tuple(pads),
-                 "dilation": (dilation, dilation), "groups": groups, "activation": act}
-        params = {"weight": w.astype(np.float32)}
-        if b is not None:
-            params["bias"] = b.astype(np.float32)
-        return self.add(name, "conv", [src], Shape(co, ho, wo), attrs=attrs, params=params)
-
-    def fc(self, name, src, w, b=None, act=None) -> str:
-        params = {"weight": w.astype(np.float32)}
-        if b is not None:
-            params["bias"] = b.astype(np.float32)
-        return self.add(name, "fc", [src], Shape(w.shape[0]), attrs={"activation": act}, params=params)
-
-    def pool(self, name, src, op, k, stride, pads=(0, 0, 0, 0), count_include_pad=False) -> str:
-        s = self.shape(src)
-        ho = (s.h + pads[0] + pads[2] - k) // stride + 1
-        wo = (s.w + pads[1] + pads[3] - k) // stride + 1
-        attrs = {"kernel": (k, k), "stride": (stride, stride), "pads": tuple(pads)}
-        if op == "avgpool":
-            attrs["count_include_pad"] = count_include_pad
-        return self.add(name, op, [src], Shape(s.c, ho, wo), attrs=attrs)
-
-    def gap(self, name, src) -> str:
-        return self.add(name, "global_avgpool", [src], Shape(self.shape(src).c))
-
-    def act(self, name, src, act) -> str:
-        return self.add(name, "act", [src], self.shape(src), attrs={"activation": act})
-
-    def eltwise_add(self, name, a, b, act=None) -> str:
-        return self.add(name, "add", [a, b], self.shape(a), attrs={"activation": act})
-
-    def concat(self, name, srcs) -> str:
-        s = self.shape(srcs[0])
-        c = sum(self.shape(x).c for x in srcs)
-        return self.add(name, "concat", list(srcs), Shape(c, s.h, s.w))
-
-    def lrn(self, name, src, size=5, alpha=1e-4, beta=0.75, bias=1.0) -> str:
-        return self.add(name, "lrn", [src], self.shape(src),
-                        attrs={"size": size, "alpha": alpha, "beta": beta, "bias": bias})
-
-    def upsample(self, name, src, scale=2) -> str:
-        s = self.shape(src)
-        return self.add(name, "upsample", [src], Shape(s.c, s.h * scale, s.w * scale), attrs={"scale": scale})
-
-    def softmax(self, name, src) -> str:
-        return self.add(name, "softmax", [src], self.shape(src))
-
-    def build(self, outputs: list[str]) -> Network:
-        net = Network(self.name, self.layers, ["input"], outputs)
-        net.validate()
-        return net
+#: The tests build their networks with the library's builder (the regress generator's).
+NetBuilder = NetworkBuilder
 
 
 def rand_w(rng, *shape, scale=None) -> np.ndarray:
