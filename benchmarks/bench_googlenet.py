@@ -102,12 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     say(f"GoogLeNet {args.size}x{args.size}: {macs / 1e9:.3f} G MACs, {cn.insn_count} instructions, "
         f"C = {cn.c} ({cn.c * cn.c} MACs/cycle), {cn.clock_mhz:.0f} MHz; import+quantize+compile {t1 - t0:.1f} s, "
         f"estimate {t2 - t1:.2f} s")
-    say(f"\nEstimated per layer (each layer from the end of the previous one to its last instruction):")
+    say("\nEstimated per layer (each layer from the end of the previous one to its last instruction):")
     say(f"  {'layer':28s} {'op':8s} {'cycles':>9s} {'util':>6s}")
     for r in rows:
         say(f"  {r['layer']:28s} {r['op']:8s} {r['cycles']:>9,} {100 * r['utilization']:5.1f}%")
     summ = summary(cn, rows)
-    say(f"\nSummary by layer kind (estimate)        dlproc util.   MATLAB int8 (576 mult., 150 MHz)")
+    say("\nSummary by layer kind (estimate)        dlproc util.   MATLAB int8 (576 mult., 150 MHz)")
     for s in summ:
         say(f"  {s['kind']:18s} {s['layers']:3d} layers {s['cycles']:>10,} cycles  {100 * s['utilization']:5.1f} %"
             f"       {MATLAB_UTIL.get(s['kind'], '')}")
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"RTL == ISA simulator == golden model (bit-exact, {', '.join(t.name for t in cn.outputs)}): {exact}")
         say(f"RTL {rtl:,} cycles = {cn.clock_mhz * 1e6 / rtl:.1f} frames/s; estimate {rep.cycles:,} "
             f"({100 * err:+.2f} %); MAC utilization {100 * macs / (rtl * cn.c * cn.c):.1f} %")
-        say(f"\nPer profile entry: RTL vs estimate")
+        say("\nPer profile entry: RTL vs estimate")
         perr = []
         for e, r in zip(rep.layers, prof.layers):
             pe = e.cycles / r.cycles - 1

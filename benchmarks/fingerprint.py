@@ -29,7 +29,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 # The test folders (tests/ and its per-stage folders) hold the shared network builders.

@@ -19,7 +19,7 @@ def compile_report(cn: Any) -> str:
     if optim:
         lines.append("### Optimizing network:")
         lines.extend(f"    {n}" for n in optim)
-    lines.append(f"### The network includes the following layers:")
+    lines.append("### The network includes the following layers:")
     width = max(len(layer.name) for layer in cn.layers) + 2
     for k, layer in enumerate(cn.layers, 1):
         tag = "(HW Layer)" if layer.hw else "(SW Layer)"

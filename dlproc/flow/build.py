@@ -163,7 +163,7 @@ def build_processor(config: Any, board: str | None = None, output_dir: str | Pat
     # 4. Verilog and the board project.
     out = Path(output_dir) if output_dir is not None else default_output_dir(config, board)
     out.mkdir(parents=True, exist_ok=True)
-    log(f"### Generating the processor's Verilog")
+    log("### Generating the processor's Verilog")
     start = time.monotonic()
     verilog = _generate_verilog(config)
     log(f"    {len(verilog.splitlines()):,} lines in {time.monotonic() - start:.1f} s")

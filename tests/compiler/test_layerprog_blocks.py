@@ -182,7 +182,6 @@ def test_block_streams_chain_like_the_compiler_does():
     """LRN (with its table prologue) -> UPSAMPLE -> ADD(upsampled, itself) joined by chain_streams:
     the streams the compiler would emit from plan_* + emit_instructions, on all schedules."""
     from dlproc.compiler.planners.schedule import ConvAddrs, chain_streams, emit_instructions
-    from dlproc.compiler.layerprog import LrnLayer
     from dlproc.compiler.planners.lrn import lrn_table_stream, pack_lrn_table, plan_lrn
     from dlproc.compiler.planners.packing import pack_input, unpack_output
     from dlproc.compiler.planners.add import plan_add

@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 
 from dlproc.cli import main

@@ -29,7 +29,6 @@ def test_conv3x3_padded_tile_end_to_end():
     shift = rng.integers(24, 28, size=C)  # keeps most results inside the clamp range
     zp_in, zp_out, act_min, act_max = 3, -2, -100, 120
 
-    B = hw.bytes_per_beat
     # DRAM images: INP elements (pixel, C channels) at pitch 8; WGT taps (C*C) at pitch 16;
     # PRM one element of 9*C bytes at pitch 40.
     inp = bytearray()

@@ -5,7 +5,6 @@ a configuration that cannot be built, a mismatch saved as a reproducer."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

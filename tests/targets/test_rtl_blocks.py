@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dlproc.hardware import isa
 from dlproc.targets.golden import ops
 from dlproc.compiler.layerprog import AddLayer, UpsampleLayer, build_add_program, build_upsample_program
 from dlproc.targets.isasim import run_on_isasim
