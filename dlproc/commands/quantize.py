@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         doc = {"calibration": calibration.to_list(), "validation": validation.to_list() if validation else []}
         if errors is not None:
             doc["layer_errors"] = errors.to_list()
+        doc["notes"] = qnet.meta.get("notes", [])
         doc["output"] = str(args.output)
         print(json.dumps(doc, indent=1))
     else:
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
             print()
             print(errors)
         print()
+        for note in qnet.meta.get("notes", []):
+            print(f"note: {note}")
         print(f"wrote {args.output}")
     return 0
 

@@ -210,6 +210,8 @@ class Quantizer:
         if self.calibration is None:
             raise QuantizationError("quantize() needs calibration first: call calibrate(data)")
         self._shared = self._concat_scale_groups() if share_concat_scales else {}
+        #: what the quantization changed to make the network representable (printed by the CLI)
+        self.notes: list[str] = []
         qlayers: dict[str, QLayer] = {}
         for layer in self.network:
             try:
@@ -224,7 +226,8 @@ class Quantizer:
             outputs=list(net.outputs),
             source_format=net.source_format,
             source_path=net.source_path,
-            meta={"calibration_method": self.method, "share_concat_scales": share_concat_scales},
+            meta={"calibration_method": self.method, "share_concat_scales": share_concat_scales,
+                  "notes": list(self.notes)},
         )
         return self.qnet
 
@@ -300,6 +303,18 @@ class Quantizer:
         s_in = srcs[0].scale
         w_q, s_w = ops.quantize_weights(layer.weight)
         bias = layer.bias if layer.bias is not None else np.zeros(w_q.shape[0], np.float32)
+        safe = ops.bias_safe_weight_scale(bias, s_in, s_w)
+        raised = np.flatnonzero(safe > s_w)
+        if raised.size:
+            # A channel whose weights are tiny next to its bias: its weight scale is raised so that
+            # the quantized bias fits int32 (see ops.bias_safe_weight_scale), and the report says so.
+            w_q, s_w = ops.quantize_weights_with_scale(layer.weight, safe), safe
+            k = int(raised[0])
+            self.notes.append(
+                f"layer {layer.name!r}: the weight scale of {raised.size} output channel(s) ({raised.tolist()[:8]}"
+                f"{', ...' if raised.size > 8 else ''}) was raised so that the quantized bias fits int32 "
+                f"(channel {k}: bias {float(bias[k]):.3g} against weights of at most "
+                f"{float(np.abs(np.asarray(layer.weight)[k]).max()):.3g}; scale {float(safe[k]):.3g})")
         b_q = ops.quantize_bias(bias, s_in, s_w)
         rq = ops.requant_params(s_in, s_w, q.scale, q.zero_point, layer.activation)
         q.params.update(

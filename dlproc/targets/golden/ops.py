@@ -135,6 +135,30 @@ def quantize_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w_q, scale.astype(np.float32)
 
 
+#: A bias whose quantized value would pass this is moved into range by raising its channel's weight
+#: scale (:func:`bias_safe_weight_scale`): 2**30 leaves room in int32 for the input zero point's
+#: fold (``fold_zero_point``) and for the accumulation.
+BIAS_LIMIT = 2 ** 30
+
+
+def bias_safe_weight_scale(bias: np.ndarray, s_in: float, s_w: np.ndarray) -> np.ndarray:
+    """Per-channel weight scales no smaller than ``|bias| / (s_in * BIAS_LIMIT)``: a channel whose
+    weights are tiny next to its bias (a pruned or dead channel, the last layer of a network
+    trained with weight decay) would otherwise need a quantized bias beyond int32. Raising the
+    scale keeps the bias exact to 1/BIAS_LIMIT of the channel's range and costs the channel's
+    weights only precision they did not have (they round to a few codes either way)."""
+    # (1 + 1e-6): the scales are stored as float32, whose rounding must not push a bias past the limit.
+    need = np.abs(np.asarray(bias, dtype=np.float64)) / (float(s_in) * BIAS_LIMIT) * (1 + 1e-6)
+    return np.maximum(np.asarray(s_w, dtype=np.float64), need).astype(np.float32)
+
+
+def quantize_weights_with_scale(w: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """int8 weights ``clamp(rint(w / scale[co]), -127, 127)`` for given per-channel scales."""
+    w = np.asarray(w, dtype=np.float32)
+    shape = (-1,) + (1,) * (w.ndim - 1)
+    return np.clip(np.rint(w / np.asarray(scale, dtype=np.float64).reshape(shape)), -127, 127).astype(np.int8)
+
+
 def quantize_bias(bias: np.ndarray, s_in: float, s_w: np.ndarray) -> np.ndarray:
     """int32 bias ``rint(bias[co] / (s_in * s_w[co]))``; a value outside int32 is an error, not clamped."""
     bias = np.asarray(bias, dtype=np.float64)
