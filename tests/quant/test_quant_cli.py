@@ -24,7 +24,8 @@ def test_quantize_digits_json(tmp_path, capsys):
                "--json", "-o", str(out)])
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
-    assert sorted(doc) == ["calibration", "output", "validation"]
+    assert sorted(doc) == ["calibration", "notes", "output", "validation"]
+    assert doc["notes"] == []  # digits needs no raised weight scale; the quantizer notes only what it changed
     assert doc["calibration"][0] == {"Optimized Layer Name": "input", "Network Layer Name": "input",
                                      "Learnables / Activations": "Activations", "MinValue": 0.0, "MaxValue": 1.0}
     kinds = [(r["Optimized Layer Name"], r["Learnables / Activations"]) for r in doc["calibration"]]
