@@ -888,7 +888,9 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "fc": {
             "FCThreadNumber": 32,
-            "InputMemorySize": 25088,
+            # VGG-16's first FC reads 512 x 7 x 7 = 25,088 inputs, but the x buffer holds whole INP
+            # words: 512 channels pad to 22 blocks of C = 24 lanes, 22 x 24 x 49 = 25,872 elements.
+            "InputMemorySize": 25872,
             "OutputMemorySize": 4096,
             "SoftmaxBlockGeneration": False,
         },

@@ -453,6 +453,7 @@ FIELDS: dict[Opcode, tuple[Field, ...]] = {
         _size("n_out", "outputs of this tile (<= fc.OutputMemorySize)"),
         _f("load_x", 1, doc="1: copy x from INP into the x buffer first"),
         *_clamp(),
+        _f("lane0", 6, doc="lane of output 0 in its PRM/OUT word (0..C-1); lanes before it are kept"),
     ),
 }
 
@@ -828,9 +829,12 @@ class Fc(Instruction):
 
           acc[o] = bias[o] + sum_{i < n_in} W(o, i) * X[i]            (int32, wrapping)
 
-      with ``bias``/M/M_neg/S of lane ``o % C`` of PRM word ``prm_base + o // C``;
-    * ``OUT[out_base + o // C][o % C] = requantize(acc[o], M, S, zp_out, act_min, act_max, M_neg)``;
-      lanes of the last OUT word beyond n_out get ``requantize(bias)`` of their lane.
+      with ``bias``/M/M_neg/S of lane ``p % C`` of PRM word ``prm_base + p // C``, p = lane0 + o;
+    * ``OUT[out_base + p // C][p % C] = requantize(acc[o], M, S, zp_out, act_min, act_max, M_neg)``;
+      lanes of the last OUT word beyond n_out get ``requantize(bias)`` of their lane, and lanes
+      ``0 .. lane0-1`` of the first word are not written. With ``lane0`` a layer whose weights
+      for C outputs do not fit a WGT half runs as several FC instructions per C-lane word, each
+      over fewer outputs, which together write the word.
 
     ``dlproc.targets.golden.ops.fully_connected`` is the same computation on whole vectors.
     """
@@ -855,7 +859,9 @@ class Fc(Instruction):
         if self.load_x:
             self._check_sram(hw, "INP", "inp_base", self.inp_base, -(-self.n_in // hw.c))
         self._check_sram(hw, "WGT", "wgt_base", self.wgt_base, self.wgt_words(hw))
-        blocks = -(-self.n_out // hw.c)
+        if self.lane0 >= hw.c:
+            raise InstructionError(f"FC.lane0 = {self.lane0} is not a lane (allowed 0..{hw.c - 1})")
+        blocks = -(-(self.lane0 + self.n_out) // hw.c)
         self._check_sram(hw, "PRM", "prm_base", self.prm_base, blocks)
         self._check_sram(hw, "OUT", "out_base", self.out_base, blocks)
 

@@ -677,8 +677,11 @@ class _Run:
         if insn.n_in > hw.fc_in_depth:
             raise SramRangeError(f"FC.n_in = {insn.n_in} exceeds the x buffer of {hw.fc_in_depth} elements "
                                  "(fc.InputMemorySize)", insn_index=index)
+        if insn.lane0 >= c:
+            raise IllegalFieldError(f"FC.lane0 = {insn.lane0} is not a lane (allowed 0..{c - 1})", insn_index=index)
         s_per = -(-insn.n_in // f)
-        blocks = -(-insn.n_out // c)
+        lo = insn.lane0  # outputs start at this lane of the first word; the lanes before it are kept
+        blocks = -(-(lo + insn.n_out) // c)
         n_words = -(-(insn.n_out * s_per) // per_word)
         if insn.load_x:
             self._check_sram("INP", insn.inp_base, -(-insn.n_in // c), hw.inp_depth, "FC input", index)
@@ -701,9 +704,9 @@ class _Run:
         mneg = np.concatenate([p[2] for p in params])
         shift = np.concatenate([p[3] for p in params])
         acc = bias.copy()
-        acc[:insn.n_out] = wrap_int32(w @ x + bias[:insn.n_out])
+        acc[lo:lo + insn.n_out] = wrap_int32(w @ x + bias[lo:lo + insn.n_out])
         out = requantize(acc, mult, shift, insn.zp_out, insn.act_min, insn.act_max, mneg)
-        self.m.out[insn.out_base:insn.out_base + blocks] = out.reshape(blocks, c)
+        self.m.out[insn.out_base:insn.out_base + blocks].reshape(-1)[lo:] = out[lo:]
         self.result.mac_ops += insn.n_out * s_per * f
 
     # ---- MARK / FINISH ----------------------------------------------------------------------------

@@ -303,6 +303,8 @@
 #define DLPROC_FC_ACT_MAX_OFFSET 145
 #define DLPROC_FC_ACT_MAX_BITS 8
 #define DLPROC_FC_ACT_MAX_SIGNED 1
+#define DLPROC_FC_LANE0_OFFSET 153
+#define DLPROC_FC_LANE0_BITS 6
 
 /* Set/get a field of width 1..32 bits at bit offset `off` (fields never exceed 32 bits). */
 static inline void dlproc_insn_set(uint32_t w[DLPROC_INSN_WORDS], unsigned off, unsigned bits, uint32_t v)

@@ -2,8 +2,9 @@
 
 The DUT is :class:`FcBench`: the FC engine with its INP, WGT and PRM memories (random contents from the seed) and the
 output stage, exactly as the compute unit connects them; the bench drives FC commands (random
-n_in, n_out, bases, zero points and clamps, load_x on the first and on larger inputs) with random
-gaps, records every OUT write and compares it with the reference computed from the same seed.
+n_in, n_out, first lanes, bases, zero points and clamps, load_x on the first and on larger inputs)
+with random gaps, records every OUT write (data and the lanes it keeps) and compares it with the
+reference computed from the same seed.
 Parameters: ``DLPROC_BENCH_C``, ``DLPROC_BENCH_F`` (lanes), ``DLPROC_BENCH_SEED``.
 
     run_cocotb(bench_verilog(seed, c, f), "fc_bench", "dlproc.sim.cocotb.test_fc", ...)
@@ -59,18 +60,21 @@ def bench_data(seed: int, c: int, f: int) -> BenchData:
     for t in range(N_INSNS):
         n_in = int(rng.integers(1, min(X_DEPTH, INP_DEPTH * c) // 2))
         n_out = int(rng.integers(1, 3 * c + 1))
+        # Half of the instructions start inside a word, as the sub-word tiles of a layer whose
+        # weights for C outputs do not fit a WGT half.
+        lane0 = int(rng.integers(1, c)) if c > 1 and rng.random() < 0.5 else 0
         load_x = t == 0 or n_in > x_len or bool(rng.random() < 0.3)
         if load_x:
             x_len = -(-n_in // c) * c
         per_word = (c * c) // f
         words = -(-(n_out * -(-n_in // f)) // per_word)
-        blocks = -(-n_out // c)
+        blocks = -(-(lane0 + n_out) // c)
         zp = int(rng.integers(-20, 21))
         insn = isa.Fc(inp_base=int(rng.integers(0, INP_DEPTH - x_len // c + 1)) if load_x else 0,
                       wgt_base=int(rng.integers(0, WGT_DEPTH - words + 1)),
                       prm_base=int(rng.integers(0, PRM_DEPTH - blocks + 1)), out_base=out % (OUT_DEPTH - blocks),
                       n_in=n_in, n_out=n_out, load_x=int(load_x), zp_out=zp, act_min=int(rng.choice([-128, zp])),
-                      act_max=127)
+                      act_max=127, lane0=lane0)
         insn.validate(hw)
         insns.append(insn)
         out += blocks
@@ -78,7 +82,8 @@ def bench_data(seed: int, c: int, f: int) -> BenchData:
 
 
 def reference(d: BenchData, c: int, f: int) -> list[np.ndarray]:
-    """OUT words [blocks, C] of every instruction (x buffer state carried between them)."""
+    """OUT words [blocks, C] of every instruction (x buffer state carried between them); lanes
+    before ``lane0`` in the first word are not written by the instruction and hold 0 here."""
     per_word = (c * c) // f
     stream_ = d.wgt[:, :per_word * f].reshape(-1, f)
     x = np.zeros(X_DEPTH, dtype=np.int8)
@@ -90,13 +95,16 @@ def reference(d: BenchData, c: int, f: int) -> list[np.ndarray]:
         s = -(-insn.n_in // f)
         first = insn.wgt_base * per_word
         w = stream_[first:first + insn.n_out * s].reshape(insn.n_out, s * f)[:, :insn.n_in]
-        blocks = -(-insn.n_out // c)
+        lo = insn.lane0
+        blocks = -(-(lo + insn.n_out) // c)
         p = slice(insn.prm_base, insn.prm_base + blocks)
         bias = d.bias[p].reshape(-1)
         acc = bias.copy()
-        acc[:insn.n_out] = ops.fully_connected(x[None, :insn.n_in], w.astype(np.int8), bias[:insn.n_out])[0]
+        acc[lo:lo + insn.n_out] = ops.fully_connected(x[None, :insn.n_in], w.astype(np.int8),
+                                                      bias[lo:lo + insn.n_out])[0]
         y = requantize(acc, d.mult[p].reshape(-1), d.shift[p].reshape(-1), insn.zp_out, insn.act_min,
                        insn.act_max, d.mult_neg[p].reshape(-1))
+        y[:lo] = 0
         res.append(y.reshape(blocks, c))
     return res
 
@@ -115,6 +123,7 @@ class FcBench(wiring.Component):
             "out_en": Out(1),
             "out_addr": Out(range(OUT_DEPTH)),
             "out_data": Out(8 * c),
+            "out_keep": Out(c),
             "out_last": Out(1),
             "busy": Out(1),
             "error": Out(1),
@@ -145,6 +154,7 @@ class FcBench(wiring.Component):
         wiring.connect(m, eng.ost, ost.i)
         m.d.comb += [
             self.out_en.eq(ost.o.valid), self.out_addr.eq(ost.o.addr), self.out_data.eq(ost.o.data),
+            self.out_keep.eq(ost.o.keep),
             self.out_last.eq(ost.o.tag[0]), self.busy.eq(eng.busy), self.error.eq(eng.error),
             self.error_code.eq(eng.error_code),
         ]
@@ -188,7 +198,7 @@ if cocotb is not None:
         dut.cmd__valid.value = 0
         await ClockCycles(dut.clk, 3)
         dut.rst.value = 0
-        writes: dict[int, int] = {}
+        writes: dict[int, tuple[int, int]] = {}  # OUT word -> (data, keep bits)
         lasts = 0
 
         async def monitor():
@@ -197,7 +207,7 @@ if cocotb is not None:
                 await RisingEdge(dut.clk)
                 await ReadOnly()
                 if int(dut.out_en.value):
-                    writes[int(dut.out_addr.value)] = int(dut.out_data.value)
+                    writes[int(dut.out_addr.value)] = (int(dut.out_data.value), int(dut.out_keep.value))
                     lasts += int(dut.out_last.value)
 
         cocotb.start_soon(monitor())
@@ -219,7 +229,10 @@ if cocotb is not None:
             assert not int(dut.error.value), f"error {int(dut.error.value)} on {insn}"
             ref = refs.pop(0)
             for b in range(ref.shape[0]):
-                got = unpack_out(writes.pop(insn.out_base + b), c)
-                assert (got == ref[b]).all(), f"{insn}: word {b}: {got} != {ref[b]}"
+                word, keep = writes.pop(insn.out_base + b)
+                kept = insn.lane0 if b == 0 else 0  # lanes 0 .. lane0-1 of the first word are left alone
+                assert keep == (1 << kept) - 1, f"{insn}: word {b} keeps lanes {keep:#x}, expected {(1 << kept) - 1:#x}"
+                got = unpack_out(word, c)
+                assert (got[kept:] == ref[b][kept:]).all(), f"{insn}: word {b}: {got} != {ref[b]}"
             assert not writes, f"unexpected OUT writes {sorted(writes)}"
         assert lasts == len(d.insns)

@@ -33,11 +33,12 @@ def fc_reference(hw: isa.HardwareParams, buf, x: np.ndarray, insn: isa.Fc) -> np
     stream = buf.wgt.reshape(hw.wgt_depth, c * c)[:, :k_per * f].reshape(-1, f)
     first = insn.wgt_base * k_per
     w = stream[first:first + insn.n_out * s_per].reshape(insn.n_out, s_per * f)[:, :insn.n_in]
-    blocks = -(-insn.n_out // c)
+    lo = insn.lane0
+    blocks = -(-(lo + insn.n_out) // c)
     p = slice(insn.prm_base, insn.prm_base + blocks)
     bias = buf.bias[p].reshape(-1).astype(np.int64)
     acc = bias.copy()
-    acc[:insn.n_out] = ops.fully_connected(x[None, :insn.n_in], w.astype(np.int8), bias[:insn.n_out])[0]
+    acc[lo:lo + insn.n_out] = ops.fully_connected(x[None, :insn.n_in], w.astype(np.int8), bias[lo:lo + insn.n_out])[0]
     out = requantize(acc, buf.mult[p].reshape(-1), buf.shift[p].reshape(-1), insn.zp_out, insn.act_min,
                      insn.act_max, buf.mult_neg[p].reshape(-1))
     return out.reshape(blocks, c)
@@ -93,6 +94,49 @@ def test_fc_random_matches_golden_and_isasim(c, lanes):
     assert res.c2s_pushes == len(insns)
 
 
+@pytest.mark.parametrize("tile", [1, 3])
+def test_fc_sub_word_tiles_fill_words_together(tile):
+    """Instructions of ``tile`` < C outputs each, starting at lane ``o0 % C`` (``Fc.lane0``), fill
+    the OUT words of 10 outputs together, as the compiler issues a layer whose weights for C
+    outputs do not fit a WGT half: every lane holds the value of the last instruction that wrote
+    it, the lanes before an instruction's lane0 are left as they are, and the engine and the
+    ISA-level simulator agree."""
+    hw = _hw(8)
+    buf = random_buffers(np.random.default_rng(640 + tile), hw, scale_taps=12)
+    n_in, n_out = 37, 10
+    x = buf.inp[:-(-n_in // C)].reshape(-1)
+    expect = np.full((hw.out_depth, C), OUT_FILL, dtype=np.int8)
+    insns = []
+    for t, o0 in enumerate(range(0, n_out, tile)):
+        insn = isa.Fc(inp_base=0, wgt_base=7 * t, prm_base=2 + o0 // C, out_base=o0 // C, n_in=n_in,
+                      n_out=min(tile, n_out - o0), load_x=int(t == 0), lane0=o0 % C, push_next=True)
+        insn.validate(hw)
+        insns.append(insn)
+        ref = fc_reference(hw, buf, x, insn)
+        words = expect[insn.out_base:insn.out_base + ref.shape[0]].reshape(-1)
+        words[insn.lane0:] = ref.reshape(-1)[insn.lane0:]
+    res = run_program(hw, buf, insns + [isa.Finish()], max_cycles=20_000)
+    assert res.finished and res.error_code == 0
+    np.testing.assert_array_equal(res.out, expect)
+    np.testing.assert_array_equal(_isasim_out(hw, buf, insns + [isa.Finish()]), expect)
+    assert res.c2s_pushes == len(insns)
+
+
+def test_fc_lane0_keeps_the_lanes_before_it():
+    """One instruction with lane0 = 2 writes lanes 2.. of its first word and leaves lanes 0, 1."""
+    hw = _hw(8)
+    buf = random_buffers(np.random.default_rng(650), hw, scale_taps=12)
+    insn = isa.Fc(inp_base=0, wgt_base=0, prm_base=0, out_base=5, n_in=16, n_out=5, load_x=1, lane0=2)
+    res = run_program(hw, buf, [insn, isa.Finish()], max_cycles=5_000)
+    assert res.finished and res.error_code == 0
+    ref = fc_reference(hw, buf, buf.inp[:4].reshape(-1), insn)
+    assert (res.out[5][:2] == OUT_FILL).all()
+    np.testing.assert_array_equal(res.out[5][2:], ref[0][2:])
+    np.testing.assert_array_equal(res.out[6], ref[1])
+    sim = _isasim_out(hw, buf, [insn, isa.Finish()])
+    np.testing.assert_array_equal(sim[5:7], res.out[5:7])
+
+
 def test_fc_one_slice_per_cycle():
     """n_out * ceil(n_in / F) MAC cycles, and the instruction takes only a fixed overhead more."""
     hw = _hw(8)
@@ -116,6 +160,8 @@ def test_fc_one_slice_per_cycle():
     (isa.Fc(n_in=8, n_out=4, prm_base=24), isa.ErrorCode.SRAM_RANGE),
     (isa.Fc(n_in=8, n_out=4, out_base=64), isa.ErrorCode.SRAM_RANGE),
     (isa.Fc(n_in=8, n_out=4, inp_base=63, load_x=1), isa.ErrorCode.SRAM_RANGE),
+    (isa.Fc(n_in=8, n_out=1, lane0=4), isa.ErrorCode.ILLEGAL_FIELD),  # lane0 is not a lane (C = 4)
+    (isa.Fc(n_in=8, n_out=2, lane0=3, out_base=63), isa.ErrorCode.SRAM_RANGE),  # the second word is beyond OUT
 ])
 def test_fc_errors(insn, code):
     hw = _hw(4)

@@ -159,7 +159,7 @@ class _Bench(Elaboratable):
         for mem, port in ((self.inp_mem, dut.inp), (self.wgt_mem, dut.wgt), (self.prm_mem, dut.prm)):
             rp = mem.read_port()
             m.d.comb += [rp.addr.eq(port.addr), rp.en.eq(port.en), port.data.eq(rp.data)]
-        wp = self.out_mem.write_port()
+        wp = self.out_mem.write_port(granularity=8)  # one enable per lane, as the OUT buffer
         m.d.comb += [wp.addr.eq(dut.out.addr), wp.en.eq(dut.out.en), wp.data.eq(dut.out.data)]
         m.d.comb += [dut.tok_l2c_valid.eq(self.l2c != 0), dut.tok_s2c_valid.eq(self.s2c != 0)]
         m.d.sync += [

@@ -107,3 +107,37 @@ def test_an_fc_output_larger_than_out_reuses_the_ring_with_store_tokens():
         wf.predict(x[:2], display=False)
         wf.close()
         np.testing.assert_array_equal(wf.last_hw_values["fc"], ref["fc"], err_msg=target)
+
+
+def vgg_fc_config():
+    """C = 4 with an INP half that holds a 512x7x7 input (25,088 elements) and a WGT half of
+    32 KB: the weights of one output (25,088 bytes) fit it, those of C = 4 outputs do not, so the
+    layer runs as one FC instruction per output (``Fc.lane0``), four per OUT word."""
+    from layerprog_cases import small_config
+
+    return small_config(4, inp=(28, 28, 32), out=(10, 10, 4), wgt=32768)
+
+
+def test_fc_25088_inputs_runs_sub_word_tiles_bit_exact():
+    """VGG-16's first FC in miniature (25,088 inputs, 10 outputs) on a buffer too small for C
+    outputs: RTL = ISA-level simulator = golden model, and the program really uses sub-word tiles."""
+    from dlproc.sim.harness import NativeSim
+
+    cfg = vgg_fc_config()
+    rng = np.random.default_rng(712)
+    ch, h, w, co = 512, 7, 7, 10
+    x = rng.integers(-128, 128, (ch, h, w), dtype=np.int8)
+    wt = rng.integers(-128, 128, (co, ch * h * w), dtype=np.int8)
+    bias = rng.integers(-30000, 30000, co).astype(np.int32)
+    mult, shift = rng.integers(1 << 12, 1 << 14, co), rng.integers(30, 32, co)
+    layer = FcLayer(wt, bias, mult, shift, None, zp_in=3, zp_out=-5, act_min=-128, act_max=127)
+    prog = build_fc_program(cfg, layer, x)
+    fcs = [i for i in prog.instructions if isinstance(i, isa.Fc)]
+    assert [(i.n_out, i.lane0, i.out_base) for i in fcs] == [(1, o % 4, o // 4) for o in range(co)]
+    ref = requantize(ops.fully_connected(x.reshape(1, -1), wt, bias, 3)[0], mult, shift, -5, -128, 127)
+    assert np.unique(ref).size > 5  # the outputs are not all saturated
+    np.testing.assert_array_equal(run_on_isasim(prog)[0].reshape(-1), ref)
+    with NativeSim(cfg, ddr_size=1 << 20) as s:
+        out, res = s.run_layer_program(prog, max_cycles=2_000_000)
+    assert res.error_code == 0
+    np.testing.assert_array_equal(out.reshape(-1), ref)

@@ -47,7 +47,15 @@ class FcShape:
     x_words: int  #: INP words of the input: channel blocks x pixels
     n_in: int  #: x elements the engine sums over (x_words * C, padded lanes have zero weights)
     slices: int  #: S = ceil(n_in / F) weight slices per output
-    tile: int  #: outputs per FC instruction (a multiple of C)
+    tile: int  #: outputs per FC instruction: a multiple of C, or fewer than C (see ``sub_word``)
+    hw_c: int = 1  #: C, the lanes of an OUT word
+
+    @property
+    def sub_word(self) -> bool:
+        """The weights of C outputs do not fit a WGT half: each FC instruction computes ``tile`` < C
+        outputs, starting at lane ``o0 % C`` of its word (``Fc.lane0``), and several instructions
+        fill one C-lane OUT word."""
+        return self.tile % self.hw_c != 0
 
 
 def fc_shape(geom: Geometry, layer: FcLayer, in_shape: tuple[int, int, int]) -> FcShape:
@@ -72,9 +80,20 @@ def fc_shape(geom: Geometry, layer: FcLayer, in_shape: tuple[int, int, int]) -> 
     limit = min(by_wgt, hw.fc_out_max, (hw.prm_depth // 2) * c, (hw.out_depth // 2) * c)
     tile = limit // c * c
     if tile < 1:
-        raise CompileError(f"fc with {n_in} inputs: {c} outputs ({-(-c * slices // per_word)} WGT words) do not fit "
-                           f"a WGT half of {hw.wgt_depth // 2} words (or fc.OutputMemorySize < C)")
-    largest = FcShape(co, ch, h * w, x_words, n_in, slices, min(tile, channel_blocks(co, c) * c))
+        # Fewer than C outputs per instruction, each instruction's outputs starting inside a word;
+        # OUT must then hold the whole output vector, since the words are filled over several
+        # instructions and stored once at the end.
+        tile = min(limit, co)
+        if tile < 1:
+            raise CompileError(f"fc with {n_in} inputs: one output's {slices} weight slices "
+                               f"({-(-slices // per_word)} WGT words) do not fit a WGT half of {hw.wgt_depth // 2} "
+                               "words; raise fc.WeightMemorySize or lower the input size")
+        if channel_blocks(co, c) > hw.out_depth:
+            raise CompileError(f"fc with {n_in} inputs runs {tile} outputs per instruction (C = {c} outputs do not "
+                               f"fit a WGT half), which needs all {channel_blocks(co, c)} output words in OUT "
+                               f"(OUT has {hw.out_depth}); raise fc.OutputMemorySize or WeightMemorySize")
+        return FcShape(co, ch, h * w, x_words, n_in, slices, tile, c)
+    largest = FcShape(co, ch, h * w, x_words, n_in, slices, min(tile, channel_blocks(co, c) * c), c)
     # The weight image is laid out per tile, so the tile size must not depend on anything but the
     # geometry: the choice uses the bus-rate DDR model.
     return _fc_tile_choice(geom, largest, None)
@@ -102,6 +121,8 @@ def _fc_tile_choice(geom: Geometry, s: FcShape, config: Any) -> FcShape:
     import dataclasses
 
     c = geom.c
+    if s.sub_word:  # the largest tile that fits is already below one word
+        return s
     best, best_cycles = s, None
     for parts in (1, 2, 4, 8, 16, 32, 64):
         tile = min(s.tile, -(-channel_blocks(s.co, parts) // c) * c)
@@ -153,7 +174,7 @@ def _fc_steps(geom: Geometry, s: FcShape, layer: FcLayer | None, addrs: ConvAddr
     hw, c = geom.hw, geom.c
     per_word = (c * c) // hw.fc_lanes
     wh, ph = hw.wgt_depth // 2, hw.prm_depth // 2
-    out_words = s.tile // c
+    out_words = max(1, s.tile // c)
     out_slots = min(OUT_SLOTS_MAX, hw.out_depth // out_words)
     pw, pp, po = geom.pitch("WGT"), geom.pitch("PRM"), geom.pitch("OUT")
     zp_out, act_min, act_max = (0, -128, 127) if layer is None else (int(layer.zp_out), int(layer.act_min),
@@ -165,6 +186,7 @@ def _fc_steps(geom: Geometry, s: FcShape, layer: FcLayer | None, addrs: ConvAddr
     # end writes them all: a STORE between the weight loads would cost the load-bound schedule
     # a few bursts' worth of read bubbles per tile.
     whole_out = channel_blocks(s.co, c) <= hw.out_depth
+    assert whole_out or not s.sub_word, "fc_shape refuses sub-word tiles without the whole output in OUT"
     n_tiles = len(_fc_tiles(s))
     steps, first = [], 0
     for t, (o0, n) in enumerate(_fc_tiles(s)):
@@ -178,7 +200,8 @@ def _fc_steps(geom: Geometry, s: FcShape, layer: FcLayer | None, addrs: ConvAddr
                 st.loads += [StepLoad(ld, ("PRM", "res")) for ld in linear_loads(isa.Buf.PRM, 0, addrs.prm,
                                                                                 channel_blocks(s.co, c), pp)]
         words = -(-(n * s.slices) // per_word)
-        blocks = channel_blocks(n, c)
+        lane0 = o0 % c  # non-zero only for sub-word tiles
+        blocks = channel_blocks(lane0 + n, c)
         st.loads += [StepLoad(ld, ("WGT", half)) for ld in linear_loads(isa.Buf.WGT, half * wh, addrs.wgt + first * pw,
                                                                        words, pw)]
         if resident:
@@ -192,7 +215,7 @@ def _fc_steps(geom: Geometry, s: FcShape, layer: FcLayer | None, addrs: ConvAddr
         first += words
         out_base = o0 // c if whole_out else (t % out_slots) * out_words
         fc = isa.Fc(inp_base=0, wgt_base=half * wh, prm_base=prm_base, out_base=out_base, n_in=s.n_in, n_out=n,
-                    load_x=int(t == 0), zp_out=zp_out, act_min=act_min, act_max=act_max)
+                    load_x=int(t == 0), zp_out=zp_out, act_min=act_min, act_max=act_max, lane0=lane0)
         store: isa.Store | None = isa.Store(sram_base=out_base, dram_addr=addrs.out + (o0 // c) * po, x_size=blocks)
         if whole_out:
             store = isa.Store(sram_base=0, dram_addr=addrs.out, x_size=channel_blocks(s.co, c)) if t == n_tiles - 1 else None
@@ -211,7 +234,7 @@ def plan_fc(geom: Geometry, layer: FcLayer, in_shape: tuple[int, int, int], addr
     s = fc_shape(geom, layer, in_shape)
     steps, out_slots = _fc_steps(geom, s, layer, addrs)
     bw, lat = ddr_model(config, geom)
-    plan = Plan("fc", (1, 1), s.tile // geom.c, "tiles-outer", "streamed", len(steps), out_slots,
+    plan = Plan("fc", (1, 1), max(1, s.tile // geom.c), "tiles-outer", "streamed", len(steps), out_slots,
                 _fc_estimate(geom, steps, out_slots, bw, lat), s.co * s.ch * s.hw,
                 steps_dma_bytes(geom, [Step(st.loads, [op for op in st.ops if op.store is not None]) for st in steps]))
     return steps, plan

@@ -79,7 +79,16 @@ def read_port_signature(hw: HardwareParams, buf: str) -> wiring.Signature:
 
 def write_port_signature(hw: HardwareParams, buf: str) -> wiring.Signature:
     """Signature of a write port of ``buf`` as the memory sees it (a writer uses ``In(...)``)."""
-    return memory.WritePort.Signature(addr_width=addr_bits(hw, buf), shape=word_layout(hw, buf))
+    return memory.WritePort.Signature(addr_width=addr_bits(hw, buf), shape=word_layout(hw, buf),
+                                      granularity=write_granularity(buf))
+
+
+def write_granularity(buf: str) -> int | None:
+    """OUT is written lane by lane (one enable bit per int8 lane): an FC instruction whose outputs
+    start inside a word (``Fc.lane0``) must leave the word's other lanes as they are, so that the
+    outputs of one C-lane word can come from several FC instructions when a layer's weights for C
+    outputs do not fit a WGT half. The other buffers are written a whole word at a time."""
+    return 1 if buf == "OUT" else None
 
 
 class Buffers(wiring.Component):
@@ -98,7 +107,8 @@ class Buffers(wiring.Component):
             buf: memory.Memory(shape=word_layout(hw, buf), depth=hw.depth(buf), init=[])
             for buf in BUFFER_NAMES
         }
-        self._ports = {buf: (mem.write_port(), mem.read_port()) for buf, mem in self.mem.items()}
+        self._ports = {buf: (mem.write_port(granularity=write_granularity(buf)), mem.read_port())
+                       for buf, mem in self.mem.items()}
 
     def elaborate(self, platform):
         m = Module()

@@ -120,8 +120,8 @@ class ComputeUnit(wiring.Component):
             "inp": Out(read_port(self.inp_bits, inp_word_layout(self.c))),
             "wgt": Out(read_port(self.wgt_bits, wgt_word_layout(self.c))),
             "prm": Out(read_port(self.prm_bits, prm_word_layout(self.c))),
-            "out": Out(memory.WritePort.Signature(addr_width=self.out_bits,
-                                                  shape=out_word_layout(self.c)).flip()),
+            "out": Out(memory.WritePort.Signature(addr_width=self.out_bits, shape=out_word_layout(self.c),
+                                                  granularity=1).flip()),
             "tok_l2c_valid": In(1),
             "tok_l2c_pop": Out(1),
             "tok_s2c_valid": In(1),
@@ -207,7 +207,7 @@ class ComputeUnit(wiring.Component):
             wiring.connect(m, conv.wgt, wiring.flipped(self.wgt))
         # The same argument holds for the output stage: a serial engine's last item entered it
         # before a CONV can even start, and a CONV's drain has ended before a serial one starts.
-        for name in ("valid", "acc", "params", "zp_out", "act_min", "act_max", "addr", "tag"):
+        for name in ("valid", "acc", "params", "zp_out", "act_min", "act_max", "addr", "tag", "keep"):
             value = Value.cast(getattr(conv.ost, name))
             for eng in serial:
                 value = Mux(eng.ost.valid, Value.cast(getattr(eng.ost, name)), value)
@@ -215,7 +215,9 @@ class ComputeUnit(wiring.Component):
         m.d.comb += [
             self.out.addr.eq(ostage.o.addr),
             self.out.data.eq(ostage.o.data),
-            self.out.en.eq(ostage.o.valid),
+            # One enable per lane: the lanes an item keeps (``keep``, set only by an FC whose
+            # outputs start or end inside a word) are left as they are.
+            self.out.en.eq(Mux(ostage.o.valid, ~ostage.o.keep, 0)),
         ]
 
         # ---------------------------------------------------------------- completion, tokens

@@ -29,7 +29,10 @@ Pipeline of the dot product (one slice per cycle, no stall):
 * A: the scalar accumulator: ``acc = (first slice ? bias[o % C] : acc) + tree`` (the addend is
   prepared one stage earlier, so the lane multiplexer is not in front of the adder); after the last
   slice of output o, ``acc`` goes into lane o % C of the block's accumulator word, and the word
-  goes to the output stage after lane C-1 or the last output. The PRM word of the block is read
+  goes to the output stage after lane C-1 or the last output. An instruction's outputs start at
+  lane ``lane0`` of its first word, whose lower lanes the output stage's ``keep`` bits leave as
+  they are in OUT: a layer whose weights for C outputs do not fit a WGT half (VGG-16's first FC,
+  25088 inputs) runs as several instructions per word. The PRM word of the block is read
   when its first item is one stage before A and stays on the port's data while the block passes
   A (no other engine reads PRM during an FC); M, M_neg, S are checked as for CONV.
 
@@ -108,7 +111,7 @@ class FcEngine(Engine):
         m.submodules.command = command = EngineCommand(
             FC_CMD_LAYOUT,
             illegal=lambda fl: ((fl.n_in == 0) | (fl.n_out == 0) | (fl.act_min > fl.act_max)
-                                | (fl.n_out > hw.fc_out_max)),
+                                | (fl.n_out > hw.fc_out_max) | (fl.lane0 >= c)),
             ranges=[(lambda fl: fl.n_in, hw.fc_in_depth)],
         )
         wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
@@ -130,6 +133,16 @@ class FcEngine(Engine):
         # Issue state.
         o = Signal(16)
         o_lane = Signal(range(max(c, 2)))
+        # The instruction's first PRM/OUT word, whose lanes below lane0 belong to another FC
+        # instruction: they are kept (``keep_lo``) when the word is written.
+        word0 = Signal()
+        keep_lo = Signal(c)
+        # The bias of output 0 (lane lane0 of PRM word prm_base), read in SETUP: the first item
+        # of the first word takes it from this register rather than through a lane multiplexer
+        # on the PRM read data in front of the accumulator's adder, which was the design's
+        # critical path (192.8 MHz pre-route on de10nano_int8, against 205.3 without it).
+        setup_read = Signal()
+        bias0 = Signal(signed(32))
         # PRM and OUT word of the current output block (prm_base + block, out_base + block) as
         # counters: the range checks then compare registers with constants.
         pa = Signal(wide + 1)
@@ -151,10 +164,12 @@ class FcEngine(Engine):
                 with m.If(command.take):
                     m.next = "SETUP"
             with m.State("SETUP"):
+                m.d.comb += setup_read.eq(1)
                 m.d.sync += [
                     j_last.eq((a.n_in - 1) >> lf), o_last.eq(a.n_out - 1),
                     c_addr.eq(a.inp_base), c_next.eq(a.inp_base + 1), c_elem.eq(0), c_word_next.eq(c),
-                    c_q.eq(0), o.eq(0), o_lane.eq(0), pa.eq(a.prm_base), oa.eq(a.out_base), j.eq(0), q.eq(0),
+                    c_q.eq(0), o.eq(0), o_lane.eq(a.lane0), word0.eq(1), pa.eq(a.prm_base), oa.eq(a.out_base),
+                    j.eq(0), q.eq(0),
                     wa.eq(a.wgt_base),
                 ]
                 with m.If(command.fault):  # ILLEGAL_FIELD before SRAM_RANGE
@@ -163,7 +178,11 @@ class FcEngine(Engine):
                 with m.Else():
                     m.next = "SETUP2"
             with m.State("SETUP2"):
-                m.d.sync += rem.eq(a.n_in - (j_last << lf))
+                m.d.sync += [rem.eq(a.n_in - (j_last << lf)), keep_lo.eq((Const(1, c + 1) << a.lane0) - 1)]
+                with m.Switch(a.lane0):
+                    for lane in range(c):
+                        with m.Case(lane):
+                            m.d.sync += bias0.eq(self.prm.data[lane].bias)
                 with m.If(a.load_x):
                     m.next = "COPY_READ"
                 with m.Else():
@@ -226,7 +245,7 @@ class FcEngine(Engine):
             # ---- dot products: one slice per cycle
             with m.State("RUN"):
                 bad = ((wa >= hw.wgt_depth)
-                       | ((j == 0) & (o_lane == 0) & ((pa >= hw.prm_depth) | (oa >= hw.out_depth))))
+                       | ((j == 0) & ((o_lane == 0) | (o == 0)) & ((pa >= hw.prm_depth) | (oa >= hw.out_depth))))
                 with m.If(error):
                     m.next = "IDLE"
                 with m.Elif(bad):
@@ -243,7 +262,7 @@ class FcEngine(Engine):
                     with m.Else():
                         m.d.sync += [j.eq(0), o.eq(o + 1)]
                         with m.If(o_lane == c - 1):
-                            m.d.sync += [o_lane.eq(0), pa.eq(pa + 1), oa.eq(oa + 1)]
+                            m.d.sync += [o_lane.eq(0), word0.eq(0), pa.eq(pa + 1), oa.eq(oa + 1)]
                         with m.Else():
                             m.d.sync += o_lane.eq(o_lane + 1)
                         with m.If(o == o_last):
@@ -256,7 +275,7 @@ class FcEngine(Engine):
         # addresses (checked in RUN, so they fit the ports' widths).
         meta = data.StructLayout({
             "valid": 1, "q": range(max(k_per, 2)), "first": 1, "last_j": 1, "lane": range(max(c, 2)),
-            "pa": self.prm_bits, "oa": self.out_bits, "blk_first": 1, "blk_last": 1, "last": 1,
+            "pa": self.prm_bits, "oa": self.out_bits, "blk_first": 1, "blk_last": 1, "last": 1, "word0": 1,
         })
         m0 = Signal(meta)
         last_o = o == o_last
@@ -264,7 +283,7 @@ class FcEngine(Engine):
         m.d.comb += [
             m0.valid.eq(issue), m0.q.eq(q), m0.first.eq(j == 0), m0.last_j.eq(last_j),
             m0.lane.eq(o_lane), m0.pa.eq(pa[:self.prm_bits]), m0.oa.eq(oa[:self.out_bits]),
-            m0.blk_first.eq((j == 0) & (o_lane == 0)),
+            m0.blk_first.eq((j == 0) & ((o_lane == 0) | (o == 0))), m0.word0.eq(word0),
             m0.blk_last.eq((o_lane == c - 1) | last_o), m0.last.eq(last_o & last_j),
         ]
         depth = fc_pipeline_depth(f)
@@ -323,7 +342,8 @@ class FcEngine(Engine):
 
         # PRM word of a block: read when its first item is one stage before A.
         pre = pipe[depth - 1]
-        m.d.comb += [self.prm.addr.eq(pre.pa), self.prm.en.eq(pre.valid & pre.blk_first)]
+        m.d.comb += [self.prm.addr.eq(Mux(setup_read, a.prm_base, pre.pa)),
+                     self.prm.en.eq(setup_read | (pre.valid & pre.blk_first))]
         # Stage A.
         ma = pipe[depth]
         prm_word = self.prm.data
@@ -335,9 +355,10 @@ class FcEngine(Engine):
         # The scalar accumulator's addend, prepared one stage early: for an output's first slice
         # the bias of its lane, else the running sum that stage A forms in this cycle (the item
         # one stage before A follows the item in A without a gap, as RUN issues every cycle).
-        # Only the block's first item (lane 0) cannot have it prepared, since its PRM word
-        # arrives in stage A: it takes lane 0's bias from the port. This keeps the C-way lane
-        # multiplexer and the PRM read data out of the accumulator's carry chain.
+        # Only the block's first item cannot have it prepared, since its PRM word arrives in
+        # stage A: it takes lane 0's bias from the port, or in the instruction's first word the
+        # bias of lane lane0 read in SETUP (``bias0``). This keeps the C-way lane multiplexer and
+        # the PRM read data out of the accumulator's carry chain.
         bias_pre = Signal(signed(32))
         with m.Switch(pre.lane):
             for lane in range(c):
@@ -345,7 +366,8 @@ class FcEngine(Engine):
                     m.d.comb += bias_pre.eq(prm_word[lane].bias)
         addend = Signal(signed(32))
         run = Signal(signed(32))
-        m.d.comb += run.eq(Mux(ma.blk_first, prm_word[0].bias, addend) + tree)
+        first_bias = Mux(ma.word0, bias0, prm_word[0].bias)
+        m.d.comb += run.eq(Mux(ma.blk_first, first_bias, addend) + tree)
         with m.If(pre.valid):
             m.d.sync += addend.eq(Mux(pre.first, bias_pre, run))
         accw = Signal(data.ArrayLayout(signed(32), c))
@@ -358,11 +380,13 @@ class FcEngine(Engine):
         s_par = Signal(data.ArrayLayout(REQUANT_LANE, c))
         s_addr = Signal(self.out_bits)
         s_last = Signal()
+        s_keep = Signal(c)
         m.d.sync += send.eq(0)
         with m.If(ma.valid & ~error):
             m.d.sync += accw.eq(new_w)
             with m.If(ma.last_j & ma.blk_last):
-                m.d.sync += [send.eq(1), s_acc.eq(new_w), s_addr.eq(ma.oa), s_last.eq(ma.last)]
+                m.d.sync += [send.eq(1), s_acc.eq(new_w), s_addr.eq(ma.oa), s_last.eq(ma.last),
+                             s_keep.eq(Mux(ma.word0, keep_lo, 0))]
                 for lane in range(c):
                     m.d.sync += [s_par[lane].mult.eq(prm_word[lane].mult),
                                  s_par[lane].mult_neg.eq(prm_word[lane].mult_neg),
@@ -376,6 +400,7 @@ class FcEngine(Engine):
             self.ost.act_max.eq(a.act_max),
             self.ost.addr.eq(s_addr),
             self.ost.tag.eq(Cat(s_last, a.tag)),
+            self.ost.keep.eq(s_keep),
         ]
         m.d.comb += [pipe_busy.eq(Cat(send, *(reg.valid for reg in pipe[1:])).any()),
                      self.busy.eq(~fsm.ongoing("IDLE") | pipe_busy)]

@@ -93,6 +93,10 @@ def input_signature(c: int, addr_bits: int, tag_bits: int) -> wiring.Signature:
         "act_max": Out(signed(8)),
         "addr": Out(addr_bits),
         "tag": Out(max(tag_bits, 1)),
+        # Lanes of the OUT word that this item must not write (one bit per lane). Zero, the
+        # value of an undriven port, writes the whole word: only the FC engine sets bits, for
+        # the lanes of a word that belong to another FC instruction.
+        "keep": Out(c),
     })
 
 
@@ -102,6 +106,7 @@ def output_signature(c: int, addr_bits: int, tag_bits: int) -> wiring.Signature:
         "data": Out(out_word_layout(c)),
         "addr": Out(addr_bits),
         "tag": Out(max(tag_bits, 1)),
+        "keep": Out(c),
     })
 
 
@@ -110,8 +115,9 @@ class OutputStage(wiring.Component):
 
     ``i`` (input, driven by the conv drain or the pool engine): ``valid``, ``acc`` (C x int32),
     ``params`` (C x :data:`REQUANT_LANE`), ``zp_out``, ``act_min``, ``act_max``, ``addr`` (OUT
-    word address) and ``tag`` (opaque bits returned with the result).
-    ``o`` (output, to the OUT write port): ``valid``, ``data`` (C x int8), ``addr``, ``tag``.
+    word address), ``tag`` (opaque bits returned with the result) and ``keep`` (lanes not to
+    write). ``o`` (output, to the OUT write port): ``valid``, ``data`` (C x int8), ``addr``, ``tag``,
+    ``keep``.
     """
 
     def __init__(self, c: int, addr_bits: int, tag_bits: int = 1) -> None:
@@ -138,6 +144,7 @@ class OutputStage(wiring.Component):
                 "valid": Signal(name=f"s{stage}_valid"),
                 "addr": Signal(self.addr_bits, name=f"s{stage}_addr", reset_less=True),
                 "tag": Signal(self.tag_bits, name=f"s{stage}_tag", reset_less=True),
+                "keep": Signal(c, name=f"s{stage}_keep", reset_less=True),
                 "zp": Signal(signed(8), name=f"s{stage}_zp", reset_less=True),
                 "lo": Signal(signed(8), name=f"s{stage}_lo", reset_less=True),
                 "hi": Signal(signed(8), name=f"s{stage}_hi", reset_less=True),
@@ -154,6 +161,7 @@ class OutputStage(wiring.Component):
             m.d.sync += [
                 sides[0]["addr"].eq(self.i.addr),
                 sides[0]["tag"].eq(self.i.tag),
+                sides[0]["keep"].eq(self.i.keep),
                 sides[0]["zp"].eq(self.i.zp_out),
                 sides[0]["lo"].eq(self.i.act_min),
                 sides[0]["hi"].eq(self.i.act_max),
@@ -247,6 +255,7 @@ class OutputStage(wiring.Component):
             self.o.valid.eq(last["valid"]),
             self.o.addr.eq(last["addr"]),
             self.o.tag.eq(last["tag"]),
+            self.o.keep.eq(last["keep"]),
         ]
         return m
 
