@@ -96,3 +96,32 @@ def test_int8_softmax_without_the_block_names_the_property():
     qnet = quantize(gemm_softmax_net(rng), rng, fc_config())
     with pytest.raises(CompileError, match="turn on fc.SoftmaxBlockGeneration"):
         compile_network(qnet, fc_config(softmax=False))
+
+
+@pytest.mark.parametrize("preset, per_insn", [("de10nano_int8", 2), ("arria10soc_int8", 8)])
+def test_vgg_fc6_inputs_run_as_sub_word_fc_tiles_on_the_presets(preset, per_insn):
+    """VGG-16's first FC reads 512x7x7 = 25,088 inputs: the weights of C outputs do not fit a WGT
+    half of either preset, so each FC instruction computes ``per_insn`` < C outputs starting inside
+    its OUT word (``Fc.lane0``); the ISA-level simulator's result is the golden one."""
+    from dlproc.compiler.layerprog import FcLayer, build_fc_program
+    from dlproc.config import ProcessorConfig
+    from dlproc.hardware.numerics import requantize
+    from dlproc.targets.golden import ops
+    from dlproc.targets.isasim import run_on_isasim
+
+    cfg = ProcessorConfig.preset(preset)
+    c = cfg.conv_c
+    rng = np.random.default_rng(715)
+    co = 2 * c + 3
+    x = rng.integers(-128, 128, (512, 7, 7), dtype=np.int8)
+    wt = rng.integers(-128, 128, (co, 512 * 49), dtype=np.int8)
+    bias = rng.integers(-30000, 30000, co).astype(np.int32)
+    mult, shift = rng.integers(1 << 12, 1 << 14, co), rng.integers(30, 32, co)
+    layer = FcLayer(wt, bias, mult, shift, None, zp_in=-2, zp_out=6, act_min=6, act_max=127)
+    prog = build_fc_program(cfg, layer, x)
+    fcs = [i for i in prog.instructions if isinstance(i, isa.Fc)]
+    starts = list(range(0, co, per_insn))
+    assert [(i.lane0, i.out_base, i.n_out) for i in fcs] == [(o % c, o // c, min(per_insn, co - o)) for o in starts]
+    ref = requantize(ops.fully_connected(x.reshape(1, -1), wt, bias, -2)[0], mult, shift, 6, 6, 127)
+    assert np.unique(ref).size > 5
+    np.testing.assert_array_equal(run_on_isasim(prog)[0].reshape(-1), ref)
