@@ -289,7 +289,9 @@ def compile_network(qnet: Any, config: Any, *, base: int = 0, fold_input: bool =
                         "fc": layeremit.emit_fc, "softmax": layeremit.emit_softmax}[op.kind]
                 emitted = emit(geom, op.spec, op.in_shape, addrs, config)
         except CompileError as exc:
-            raise CompileError(f"layer {op.layer!r}: {exc}") from None
+            # An FC that runs as a convolution says why it is not on the FC engine (its note).
+            fallback = f" ({op.note})" if op.kind == "conv" and op.weights == "fc" and op.note else ""
+            raise CompileError(f"layer {op.layer!r}: {exc}{fallback}") from None
         op_insns.append(emitted.instructions)
         plans.append(emitted.plan)
 

@@ -383,6 +383,7 @@ class _Lowerer:
         kernel = self._padded_weight(layer, src.name, weight.reshape(co, c, h, w))
         logical_macs = co * c * h * w
         c = kernel.shape[1]
+        self._fc_engine_reason = ""
         if self.geom.hw.has_block(isa.Opcode.FC) and self._lower_fc_engine(layer, src, (c, h, w),
                                                                            kernel.reshape(co, -1), logical_macs):
             return
@@ -390,8 +391,11 @@ class _Lowerer:
             raise CompileError(f"layer {layer.name!r} (fc) reads a {h}x{w} plane; it runs as an {h}x{w} convolution "
                                "and the CONV kernel is at most 31x31 (add a pooling layer before it)")
         spec = _conv_spec(layer, int(src.zero_point), kernel, stride=1, pads=0, dilation=1, groups=1)
+        # The FC engine's reason travels in the note, so that a conv that does not fit either
+        # names both (compile.py adds the note of an fc-as-conv op to its error).
+        why = f"; the FC engine was not used: {self._fc_engine_reason}" if self._fc_engine_reason else ""
         shape = self._op(layer, "conv", spec, src.name, layer.name, logical_macs, weights="fc",
-                         note=f"fc as a {h}x{w} conv over the {c}-channel input")
+                         note=f"fc as a {h}x{w} conv over the {c}-channel input{why}")
         self._add_tensor(layer.name, shape)
 
     def _lower_fc_engine(self, layer: Any, src: Any, in_shape: tuple[int, int, int], weight: np.ndarray,
@@ -406,6 +410,7 @@ class _Lowerer:
         try:
             s = layeremit.fc_fit(self.geom, spec, in_shape)
         except CompileError as exc:
+            self._fc_engine_reason = str(exc)
             self.notes.append(f"{layer.name}: does not fit the FC engine ({exc}); it runs on the conv module as a "
                               "convolution (hardware fallback)")
             return False
