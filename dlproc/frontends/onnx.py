@@ -53,7 +53,58 @@ def load_onnx(model: str | Path | onnx.ModelProto, input_size: tuple[int, int] |
     symbolic in the model; a model with fixed sizes must not be given a different one.
     """
     proto, source, path = read_model(model)
+    proto = fold_shape_arithmetic(proto, input_size)
     return _Importer(proto, source, path, input_size).run()
+
+
+#: Operators of shape arithmetic: what ``torch.onnx.export`` writes for ``x.view(x.size(0), -1)``
+#: or ``torch.chunk`` on shapes it cannot prove constant.
+SHAPE_OPS = ("Shape", "Size")
+_QUANT_OPS = ("QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul")
+
+
+def fold_shape_arithmetic(proto: onnx.ModelProto, input_size: tuple[int, int] | None = None) -> onnx.ModelProto:
+    """The model with its shape subgraphs (``Shape`` -> ``Gather`` / ``Unsqueeze`` / ``Div`` /
+    ``Concat`` ... feeding a ``Reshape``, ``Slice`` or ``Split``) folded into constants.
+
+    The folding is ONNX Runtime's basic graph optimizer (constant folding on static shapes), run on
+    a copy whose symbolic batch is 1 and whose symbolic height/width are ``input_size``: the
+    processor runs one frame of one size, so every shape is a constant there. A model without a
+    ``Shape`` node is returned unchanged, and so is a QDQ model (the optimizer would fold the
+    dequantization of constant weights into float tensors and lose the file's scales)."""
+    ops = {n.op_type for n in proto.graph.node}
+    if not ops & set(SHAPE_OPS) or ops & set(_QUANT_OPS):
+        return proto
+    import tempfile
+
+    import onnxruntime as ort
+
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(proto)
+    initializers = {t.name for t in fixed.graph.initializer}
+    for inp in fixed.graph.input:
+        if inp.name in initializers:
+            continue
+        dims = inp.type.tensor_type.shape.dim
+        for i, d in enumerate(dims):
+            if d.HasField("dim_value"):
+                continue
+            if i == 0:
+                d.dim_value = 1
+            elif len(dims) == 4 and i >= 2 and input_size is not None:
+                d.dim_value = int(input_size[i - 2])
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.log_severity_level = 3
+    with tempfile.TemporaryDirectory() as tmp:
+        options.optimized_model_filepath = str(Path(tmp) / "folded.onnx")
+        try:
+            ort.InferenceSession(fixed.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+            raise ModelError(f"ONNX model {proto.graph.name or '(unnamed)'!r}: its shape arithmetic could not be "
+                             f"folded by ONNX Runtime ({_first_line(exc)})") from None
+        folded = onnx.load(options.optimized_model_filepath)
+    return folded
 
 
 def read_model(model: str | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, str, Path | None]:
