@@ -271,6 +271,10 @@ CONV_SPECS: tuple[PropertySpec, ...] = (
                  "Generate the cross-channel normalization (LRN) block, needed by AlexNet/GoogLeNet."),
     PropertySpec("SegmentationBlockGeneration", "switch", True, _SWITCH,
                  "Generate the segmentation block (nearest upsampling, unpooling)."),
+    PropertySpec("ActivationTableGeneration", "switch", False, _SWITCH,
+                 "dlproc addition: generate the output stage's 256-entry int8 activation table "
+                 "(sigmoid, tanh, SiLU, HardSwish, GELU, ... fused into conv/fc/add; "
+                 "fc.SigmoidBlockGeneration generates it too).", matlab=False),
     PropertySpec("ConvThreadNumber", "int", 16, "a perfect square C*C with C in 2..32 (4, 9, 16, ..., 1024)",
                  "Number of int8 MACs of the conv array (C input x C output channels per cycle).",
                  check=_is_perfect_square_thread_number),
@@ -368,6 +372,7 @@ TOP_SPECS: tuple[PropertySpec, ...] = (
 #: Properties added after schema version 1 are hashed only when they differ from their default,
 #: so every configuration that predates them keeps its hash (and its hardware, bit for bit).
 _HASHED_UNLESS_DEFAULT: dict[str, Any] = {"MemoryPorts": 1}
+_MODULE_HASHED_UNLESS_DEFAULT: dict[tuple[str, str], Any] = {("conv", "ActivationTableGeneration"): False}
 
 #: Read-only top-level properties derived from the board (MATLAB: "taken from the platform").
 DERIVED_TOP = ("SynthesisTool", "SynthesisToolChipFamily", "SynthesisToolDeviceName")
@@ -676,6 +681,9 @@ class ProcessorConfig:
         for name, default in _HASHED_UNLESS_DEFAULT.items():
             if payload[TOP].get(name) == default:
                 del payload[TOP][name]
+        for (module, name), default in _MODULE_HASHED_UNLESS_DEFAULT.items():
+            if payload[module].get(name) == default:
+                del payload[module][name]
         return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
     def config_hash(self) -> str:
@@ -851,6 +859,8 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             "FeatureSizeLimit": 2048,
             "LRNBlockGeneration": False,
             "SegmentationBlockGeneration": True,
+            # Sigmoid, SiLU, HardSwish, ... (EfficientNet, MobileNet v3, YOLOv4's mish): 16 M10K.
+            "ActivationTableGeneration": True,
         },
         "fc": {
             # 8 lanes, not the 16 the DDR port could feed: with 16 the FC engine's multipliers make
@@ -885,6 +895,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
             # MATLAB's int8 Arria 10 processor runs GoogLeNet's LRN layers in hardware.
             "LRNBlockGeneration": True,
             "SegmentationBlockGeneration": True,
+            "ActivationTableGeneration": True,
         },
         "fc": {
             "FCThreadNumber": 32,

@@ -21,9 +21,10 @@ class ModelError(DlprocError):
 class UnsupportedOperatorError(ModelError):
     """One or more operators of a model cannot be imported; the message lists all of them."""
 
-    def __init__(self, nodes: list[tuple[str, str]], source: str = "model"):
+    def __init__(self, nodes: list[tuple[str, str]], source: str = "model", needs: dict[str, str] | None = None):
         self.nodes = list(nodes)
-        listing = ", ".join(f"{op} '{name}'" for op, name in self.nodes)
+        needs = needs or {}
+        listing = ", ".join(f"{op} '{name}'" + (f" (needs {needs[op]})" if op in needs else "") for op, name in self.nodes)
         super().__init__(f"{source}: {len(self.nodes)} unsupported node(s): {listing}")
 
 

@@ -24,6 +24,7 @@ Conventions that every consumer relies on:
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from dlproc.errors import ModelError
 
-__all__ = ["Shape", "Activation", "Layer", "Network", "OPS"]
+__all__ = ["Shape", "Activation", "TABLE_KINDS", "Layer", "Network", "OPS"]
 
 
 @dataclass(frozen=True)
@@ -58,27 +59,82 @@ class Activation:
     """A pointwise activation.
 
     ``kind`` is one of ``"relu"``, ``"leaky"`` (slope ``alpha`` for negative inputs) or ``"clip"``
-    (clipped ReLU between ``lo`` and ``hi``, e.g. ReLU6 is ``clip`` with 0 and 6).
+    (clipped ReLU between ``lo`` and ``hi``, e.g. ReLU6 is ``clip`` with 0 and 6): these three the
+    requantization itself computes (a clamp, a second multiplier for negative values). The
+    *table kinds* (:data:`TABLE_KINDS`) are any other unary function; at int8 they are exact as a
+    256-entry lookup from the input code to the output code (the output stage's activation table,
+    ``docs/numerics.md``), so they always stay ``act`` layers in the IR and the compiler fuses the
+    table into the layer in front. Their parameters: ``hardsigmoid`` max(0, min(1, alpha*x + beta)),
+    ``elu`` and ``celu`` alpha, ``selu`` alpha and beta = gamma, ``gelu_tanh`` GELU's tanh
+    approximation (``gelu`` is the erf form).
     """
 
     kind: str
     alpha: float = 0.0
     lo: float = 0.0
     hi: float = 0.0
+    beta: float = 0.0
 
-    KINDS = ("relu", "leaky", "clip")
+    KINDS = ("relu", "leaky", "clip", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "gelu", "gelu_tanh",
+             "mish", "elu", "selu", "celu", "softplus", "softsign")
 
     def __post_init__(self) -> None:
         if self.kind not in self.KINDS:
             raise ModelError(f"activation kind {self.kind!r} is not one of {', '.join(self.KINDS)}")
+        if self.kind == "celu" and self.alpha == 0.0:
+            raise ModelError("a CELU activation needs alpha != 0")
+
+    @property
+    def needs_table(self) -> bool:
+        """Whether the int8 form of this activation is the activation table (not the clamp)."""
+        return self.kind in TABLE_KINDS
 
     def apply(self, x: np.ndarray) -> np.ndarray:
-        """The float semantics of the activation (the reference the quantized one approximates)."""
+        """The float semantics of the activation (the reference the quantized one approximates).
+
+        Evaluated in float64 and returned in ``x``'s dtype, so the table that
+        :func:`dlproc.targets.golden.ops.activation_table` builds from it rounds the exact value.
+        """
         if self.kind == "relu":
             return np.maximum(x, 0)
         if self.kind == "leaky":
             return np.where(x >= 0, x, x * np.float32(self.alpha)).astype(x.dtype)
-        return np.clip(x, self.lo, self.hi)
+        if self.kind == "clip":
+            return np.clip(x, self.lo, self.hi)
+        v = np.asarray(x, dtype=np.float64)
+        return _TABLE_FUNCTIONS[self.kind](v, self).astype(np.asarray(x).dtype)
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    # exp of a large positive argument overflows; split by sign so both halves stay finite.
+    e = np.exp(-np.abs(v))
+    return np.where(v >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _softplus(v: np.ndarray) -> np.ndarray:
+    return np.maximum(v, 0.0) + np.log1p(np.exp(-np.abs(v)))
+
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+_TABLE_FUNCTIONS = {
+    "sigmoid": lambda v, a: _sigmoid(v),
+    "tanh": lambda v, a: np.tanh(v),
+    "silu": lambda v, a: v * _sigmoid(v),
+    "hardswish": lambda v, a: v * np.clip(v / 6.0 + 0.5, 0.0, 1.0),
+    "hardsigmoid": lambda v, a: np.clip(a.alpha * v + a.beta, 0.0, 1.0),
+    "gelu": lambda v, a: 0.5 * v * (1.0 + _ERF(v / math.sqrt(2.0))),
+    "gelu_tanh": lambda v, a: 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3))),
+    "mish": lambda v, a: v * np.tanh(_softplus(v)),
+    "elu": lambda v, a: np.where(v > 0, v, a.alpha * np.expm1(np.minimum(v, 0.0))),
+    "selu": lambda v, a: a.beta * np.where(v > 0, v, a.alpha * np.expm1(np.minimum(v, 0.0))),
+    "celu": lambda v, a: np.maximum(v, 0.0) + np.minimum(0.0, a.alpha * np.expm1(np.minimum(v, 0.0) / a.alpha)),
+    "softplus": lambda v, a: _softplus(v),
+    "softsign": lambda v, a: v / (1.0 + np.abs(v)),
+}
+
+#: Activation kinds whose int8 form is the activation table.
+TABLE_KINDS = tuple(_TABLE_FUNCTIONS)
 
 
 # Every operator of the IR and the attributes it carries. Front ends must produce only these;
@@ -93,6 +149,8 @@ OPS: dict[str, tuple[str, ...]] = {
     "global_avgpool": (),
     "act": ("activation",),
     "add": ("activation",),
+    # Element-wise multiply; input 1 is the same shape as input 0 or a (C, 1, 1) per-channel vector.
+    "mul": ("activation",),
     "concat": (),
     "lrn": ("size", "alpha", "beta", "bias"),
     "softmax": (),

@@ -202,7 +202,7 @@ endmodule
 
 def blocks_config():
     """The C = 4 configuration with every optional block (adder, segmentation/upsample, LRN,
-    softmax) shared by the RTL tests of those blocks, so they need one Verilator build.
+    softmax, activation table) shared by the RTL tests of those blocks, so they need one Verilator build.
 
     The buffers are large enough for every layer of ``yolov3-tiny.cfg`` (a 3x3 conv over 512
     channels needs 1,152 INP and 1,152 WGT words for one output block) and still small enough that
@@ -212,4 +212,5 @@ def blocks_config():
     cfg = small_config(4, inp=(16, 16, 16), out=(16, 16, 4), wgt=16384)
     cfg.set_module_property("conv", "LRNBlockGeneration", True)
     cfg.set_module_property("fc", "SoftmaxBlockGeneration", True)
+    cfg.set_module_property("conv", "ActivationTableGeneration", True)
     return cfg

@@ -31,7 +31,7 @@ from dlproc.compiler import hazards, layeremit
 from dlproc.compiler.lower import HwOp, lower
 from dlproc.compiler.memory import REGION_ALIGN, TENSOR_ALIGN, MemoryMap, Region, align, place_tensors
 from dlproc.compiler.partition import partition
-from dlproc.compiler.program import link
+from dlproc.compiler.program import LinkedProgram, link
 
 __all__ = ["LayerEntry", "TensorEntry", "ProfileEntry", "CompiledNetwork", "compile_network"]
 
@@ -150,7 +150,7 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, np.generic):
         return v.item()
     if hasattr(v, "kind") and hasattr(v, "alpha"):  # ir.Activation
-        return {"kind": v.kind, "alpha": v.alpha, "lo": v.lo, "hi": v.hi}
+        return {"kind": v.kind, "alpha": v.alpha, "lo": v.lo, "hi": v.hi, "beta": v.beta}
     return v
 
 
@@ -191,6 +191,8 @@ def _weight_images(geom: Geometry, ops: list[HwOp]) -> tuple[list[dict[str, tupl
             blobs = [("prm", layeremit.softmax_table_image(geom, op.spec))]
         else:  # add, upsample: no parameters
             blobs = []
+        if getattr(op.spec, "act_table", None) is not None:
+            blobs.append(("tab", layeremit.act_table_image(geom, op.spec.act_table)))
         img = images[op.weights]
         for key, data in blobs:
             if not data:
@@ -200,6 +202,21 @@ def _weight_images(geom: Geometry, ops: list[HwOp]) -> tuple[list[dict[str, tupl
             img.extend(bytes(align(len(img), TENSOR_ALIGN) - len(img)))
         where.append(entry)  # type: ignore[arg-type]
     return where, bytes(images["conv"]), bytes(images["fc"])  # type: ignore[return-value]
+
+
+def _merge_streams(linked: LinkedProgram, owner: list[int]) -> LinkedProgram:
+    """The linked program with one instruction range per op (a table load joins its op's range)
+    and the joins between ops only."""
+    ranges: list[tuple[int, int]] = []
+    joins: list[str] = []
+    for k, (lo, hi) in enumerate(linked.op_ranges):
+        if k and owner[k] == owner[k - 1]:
+            ranges[-1] = (ranges[-1][0], hi)
+        else:
+            if k:
+                joins.append(linked.joins[k - 1])
+            ranges.append((lo, hi))
+    return LinkedProgram(linked.instructions, ranges, joins)
 
 
 def _mark_groups(ops: list[HwOp], depth: int) -> list[list[int]]:
@@ -275,7 +292,11 @@ def compile_network(qnet: Any, config: Any, *, base: int = 0, fold_input: bool =
         region, off = entry
         return base + provisional + (conv_rel if region == "conv" else fc_rel) + off
 
-    op_insns = []
+    # Streams the linker joins: one per op, and the table load in front of an op with an
+    # activation table as a stream of its own (planners/act_table.py); ``owner[k]`` is the op of
+    # stream k.
+    op_insns: list[list[isa.Instruction]] = []
+    owner: list[int] = []
     plans = []
     for i, op in enumerate(low.ops):
         addrs = ConvAddrs(addr_of_tensor(op.src), addr_of_weights(weights_at[i].get("wgt")),
@@ -292,12 +313,22 @@ def compile_network(qnet: Any, config: Any, *, base: int = 0, fold_input: bool =
             # An FC that runs as a convolution says why it is not on the FC engine (its note).
             fallback = f" ({op.note})" if op.kind == "conv" and op.weights == "fc" and op.note else ""
             raise CompileError(f"layer {op.layer!r}: {exc}{fallback}") from None
-        op_insns.append(emitted.instructions)
+        insns = emitted.instructions
+        if getattr(op.spec, "act_table", None) is not None:
+            try:
+                op_insns.append(layeremit.act_table_load(geom, addr_of_weights(weights_at[i].get("tab"))))
+            except CompileError as exc:
+                raise CompileError(f"layer {op.layer!r}: {exc}") from None
+            owner.append(i)
+            insns = layeremit.with_table_flag(insns)
+        op_insns.append(insns)
+        owner.append(i)
         plans.append(emitted.plan)
 
     groups = _mark_groups(low.ops, geom.hw.profile_depth)
-    mark_after = {grp[-1]: k for k, grp in enumerate(groups)}
-    linked = link(geom, op_insns, mark_after)
+    last_stream = {i: k for k, i in enumerate(owner)}  # the op's own instructions come last
+    mark_after = {last_stream[grp[-1]]: k for k, grp in enumerate(groups)}
+    linked = _merge_streams(link(geom, op_insns, mark_after), owner)
 
     insn_bytes = len(linked.instructions) * isa.INSN_BYTES
     offsets["InstructionDataOffset"] = provisional

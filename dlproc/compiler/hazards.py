@@ -130,7 +130,7 @@ def footprint(insn: isa.Instruction, geom: Geometry) -> tuple[list[Access], list
             + (insn.out_w - 1) // insn.scale_x
         return [("INP", insn.inp_base, last + 1)], \
                [("OUT", insn.out_base, insn.out_base + insn.z_size * insn.out_h * insn.out_w)]
-    if isinstance(insn, (isa.LrnTab, isa.SmxTab)):
+    if isinstance(insn, (isa.LrnTab, isa.SmxTab, isa.ActTab)):
         return [("PRM", insn.prm_base, insn.prm_base + insn.count)], []
     if isinstance(insn, (isa.Lrn, isa.Softmax)):
         end = insn.inp_base + (insn.cin_blocks - 1) * insn.in_plane + insn.n_pix

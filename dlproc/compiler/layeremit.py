@@ -17,12 +17,14 @@ from dataclasses import dataclass
 
 from dlproc.hardware import isa
 from dlproc.hardware.geometry import Geometry
-from dlproc.compiler.planners import add, conv, convtranspose, fc, lrn, pool, schedule, softmax, tiling, upsample
+from dlproc.compiler.planners import (act_table, add, conv, convtranspose, fc, lrn, pool, schedule, softmax, tiling,
+                                      upsample)
 
 __all__ = ["EmittedLayer", "emit_conv", "emit_pool", "conv_images", "pool_param_image", "conv_out_shape",
            "pool_out_shape", "emit_add", "emit_upsample", "emit_lrn", "lrn_table_image", "upsample_out_shape",
            "convtranspose_out_shape", "convtranspose_images", "convtranspose_macs", "emit_convtranspose",
-           "fc_fit", "fc_images", "emit_fc", "softmax_table_image", "emit_softmax"]
+           "fc_fit", "fc_images", "emit_fc", "softmax_table_image", "emit_softmax", "act_table_image",
+           "act_table_load", "with_table_flag"]
 
 
 @dataclass
@@ -162,3 +164,19 @@ def emit_softmax(geom: Geometry, layer: softmax.SoftmaxLayer, shape: tuple[int, 
     """The exp table load (from ``addrs.prm``: LOAD PRM / SMXTAB) followed by the SOFTMAX tiles."""
     steps, plan = softmax.plan_softmax(geom, layer, shape, addrs, config)
     return EmittedLayer(softmax.softmax_table_stream(geom, addrs.prm) + _strip(steps, plan), plan)
+
+
+# -- the output stage's activation table ---------------------------------------------------------
+def act_table_image(geom: Geometry, table) -> bytes:
+    """The 256-entry activation table in PRM words (placed in the op's weight region)."""
+    return act_table.pack_act_table(geom, table)
+
+
+def act_table_load(geom: Geometry, table_addr: int) -> list[isa.Instruction]:
+    """LOAD PRM / ACTTAB pairs loading the table at ``table_addr`` (a stream of its own for the linker)."""
+    return act_table.act_table_stream(geom, table_addr)
+
+
+def with_table_flag(insns: list[isa.Instruction]) -> list[isa.Instruction]:
+    """A layer's instructions with their results sent through the activation table."""
+    return act_table.with_table_flag(insns)

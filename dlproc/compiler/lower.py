@@ -23,6 +23,15 @@ What each hardware layer becomes:
 * ``act`` (an activation the importer could not fuse) -> a 1x1 depthwise conv with unit weights
   and the layer's rescale multiplier: ``requantize(x - zp_in, M, S, zp_out, clamp)``, bit-exact
   with ``golden.ops.rescale``.
+* ``act`` with an activation table (sigmoid, SiLU, HardSwish, ...: ``params["act_table"]``) -> fused
+  into the conv/fc/add in front when that layer's output has no other reader (not the host, no
+  other layer, no sibling merge): the producer's op writes the act's tensor with its results
+  through the output stage's table (``spec.act_table``), and the producer's own tensor never
+  exists. Otherwise a 1x1 depthwise conv with unit weights, zero bias and the identity
+  requantization (``acc = x``, M/2**S = 1, zp 0) through the table: ``table[x + 128]``, the
+  golden model's ``ops.table_lookup``.
+* ``mul`` -> an ADD op with ``mul`` set (the adder's multiply, adder.Multiplication): same-shape
+  operands, or a per-channel (C, 1, 1) b read once per channel block (``b_repeat``).
 * ``add`` -> an ADD op over both operands (channel-block layout, same shape; the adder module),
   with the quantized layer's (ma, mb, shift) and its clamp (a fused ReLU is act_min = zp_out).
 * ``convtranspose`` -> one convtranspose op: sy*sx stride-1 convs (one per output phase, with the
@@ -55,6 +64,7 @@ conv over Cin*kh*kw channels. Bit-exact: padded taps hold zp_in exactly as LOAD'
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,6 +204,37 @@ class _Lowerer:
         self.fold: InputFold | None = None
         self.input_name = qnet.inputs[0]
         self.input_tensor = self.input_name
+        #: producer name -> the table act fused into it (see the module docstring)
+        self.tabled = self._table_fusions()
+        self.fused_acts = {act.name for act in self.tabled.values()}
+
+    def _table_fusions(self) -> dict[str, Any]:
+        fused = {}
+        if not self.geom.hw.has_block(isa.Opcode.ACTTAB):
+            return fused
+        for act in self.qnet.layers:
+            if act.op != "act" or "act_table" not in act.params or act.name not in self.hw:
+                continue
+            src = self.qnet[act.inputs[0]]
+            if (src.op in ("conv", "fc", "add", "mul") and src.name in self.hw and src.name not in self.boundary
+                    and [l.name for l in self._consumers(src.name)] == [act.name]):
+                fused[src.name] = act
+        return fused
+
+    def _dst(self, layer: Any) -> str:
+        """The tensor ``layer``'s op writes: its own, or that of the table act fused into it."""
+        act = self.tabled.get(layer.name)
+        return layer.name if act is None else act.name
+
+    def _table(self, layer: Any) -> Any:
+        act = self.tabled.get(layer.name)
+        return None if act is None else np.asarray(act.params["act_table"])
+
+    def _fused_note(self, layer: Any) -> str:
+        act = self.tabled.get(layer.name)
+        if act is None:
+            return ""
+        return f"; + {act.activation.kind} ({act.name}) through the activation table"
 
     # -- helpers -------------------------------------------------------------------------------
     def _consumers(self, name: str) -> list[Any]:
@@ -249,12 +290,12 @@ class _Lowerer:
         in_layer = self.qnet[self.input_name]
         self._add_tensor(self.input_name, in_layer.shape.as_tuple())
         for layer in self.qnet.layers:
-            if layer.name not in self.hw:
+            if layer.name not in self.hw or layer.name in self.fused_acts:
                 continue
-            if layer.name not in self.tensors:  # not already lowered with a sibling
+            if self._dst(layer) not in self.tensors:  # not already lowered with a sibling
                 getattr(self, f"_lower_{layer.op}")(layer)
             expect = layer.shape.as_tuple()
-            got = self.tensors[layer.name].logical_shape
+            got = self.tensors[self._dst(layer)].logical_shape
             if got != expect:
                 raise CompileError(f"layer {layer.name!r} ({layer.op}): lowered output shape {got} differs from the "
                                    f"network's {expect}")
@@ -276,10 +317,10 @@ class _Lowerer:
             self._add_tensor(folded, self.fold.shape)
             self.input_tensor = folded
             spec = _conv_spec(layer, int(src.zero_point), w.reshape(co, cin * kh * kw, 1, 1), stride=1, pads=0,
-                              dilation=1, groups=1)
-            shape = self._op(layer, "conv", spec, folded, layer.name, macs,
+                              dilation=1, groups=1, act_table=self._table(layer))
+            shape = self._op(layer, "conv", spec, folded, self._dst(layer), macs,
                              note=f"first-layer folding: {cin}x{kh}x{kw} taps -> {cin * kh * kw} channels (im2col "
-                                  f"on the host){fused}")
+                                  f"on the host){fused}{self._fused_note(layer)}")
             self.notes.append(f"{layer.name}: first-layer folding, the host folds the {kh}x{kw} taps of the "
                               f"{cin}-channel input into {cin * kh * kw} channels (a 1x1 conv on "
                               f"{-(-cin * kh * kw // self.c)} channel block(s) instead of {kh * kw} taps)")
@@ -287,15 +328,17 @@ class _Lowerer:
             self._lower_merged(siblings)
             return
         else:
-            spec = _conv_spec(layer, int(src.zero_point), self._padded_weight(layer, src.name, w))
-            shape = self._op(layer, "conv", spec, src.name, layer.name, macs, note=fused.strip())
-        self._add_tensor(layer.name, shape)
+            spec = _conv_spec(layer, int(src.zero_point), self._padded_weight(layer, src.name, w),
+                              act_table=self._table(layer))
+            shape = self._op(layer, "conv", spec, src.name, self._dst(layer), macs,
+                             note=(fused.strip() + self._fused_note(layer)).lstrip("; "))
+        self._add_tensor(self._dst(layer), shape)
         if len(layer.origin) > 1:
             self.notes.append(f"{layer.name}: {' + '.join(layer.origin)} fused into one conv")
 
     def _mergeable(self, layer: Any) -> bool:
         """A 1x1 stride-1 unpadded conv whose output only other hardware layers read, never a concat."""
-        if layer.op != "conv" or layer.name in self.boundary or layer.name in self.tensors:
+        if layer.op != "conv" or layer.name in self.boundary or layer.name in self.tensors or layer.name in self.tabled:
             return False
         a = layer.attrs
         if (int(a.get("groups", 1)) != 1 or _pair(a.get("stride", 1)) != (1, 1) or _pads(a.get("pads", 0)) != (0,) * 4
@@ -390,13 +433,14 @@ class _Lowerer:
         if h > 31 or w > 31:
             raise CompileError(f"layer {layer.name!r} (fc) reads a {h}x{w} plane; it runs as an {h}x{w} convolution "
                                "and the CONV kernel is at most 31x31 (add a pooling layer before it)")
-        spec = _conv_spec(layer, int(src.zero_point), kernel, stride=1, pads=0, dilation=1, groups=1)
+        spec = _conv_spec(layer, int(src.zero_point), kernel, stride=1, pads=0, dilation=1, groups=1,
+                          act_table=self._table(layer))
         # The FC engine's reason travels in the note, so that a conv that does not fit either
         # names both (compile.py adds the note of an fc-as-conv op to its error).
         why = f"; the FC engine was not used: {self._fc_engine_reason}" if self._fc_engine_reason else ""
-        shape = self._op(layer, "conv", spec, src.name, layer.name, logical_macs, weights="fc",
-                         note=f"fc as a {h}x{w} conv over the {c}-channel input{why}")
-        self._add_tensor(layer.name, shape)
+        shape = self._op(layer, "conv", spec, src.name, self._dst(layer), logical_macs, weights="fc",
+                         note=f"fc as a {h}x{w} conv over the {c}-channel input{why}{self._fused_note(layer)}")
+        self._add_tensor(self._dst(layer), shape)
 
     def _lower_fc_engine(self, layer: Any, src: Any, in_shape: tuple[int, int, int], weight: np.ndarray,
                          macs: int) -> bool:
@@ -406,7 +450,7 @@ class _Lowerer:
         p = layer.params
         spec = FcLayer(weight=weight, bias=p["bias"], mult=p["mult"], shift=p["shift"], mult_neg=p.get("mult_neg"),
                        zp_in=int(src.zero_point), zp_out=int(layer.zero_point), act_min=int(layer.act_min),
-                       act_max=int(layer.act_max))
+                       act_max=int(layer.act_max), act_table=self._table(layer))
         try:
             s = layeremit.fc_fit(self.geom, spec, in_shape)
         except CompileError as exc:
@@ -415,9 +459,10 @@ class _Lowerer:
                               "convolution (hardware fallback)")
             return False
         c, h, w = in_shape
-        shape = self._op(layer, "fc", spec, src.name, layer.name, macs, weights="fc",
-                         note=f"fc on the FC engine ({self.geom.hw.fc_lanes} lanes, {s['tile']} outputs per tile)")
-        self._add_tensor(layer.name, shape)
+        shape = self._op(layer, "fc", spec, src.name, self._dst(layer), macs, weights="fc",
+                         note=f"fc on the FC engine ({self.geom.hw.fc_lanes} lanes, {s['tile']} outputs per "
+                              f"tile){self._fused_note(layer)}")
+        self._add_tensor(self._dst(layer), shape)
         return True
 
     def _lower_softmax(self, layer: Any) -> None:
@@ -461,6 +506,15 @@ class _Lowerer:
         src = self.qnet[layer.inputs[0]]
         q = layer.q
         ch = self.tensors[src.name].shape[0]
+        if "act_table" in layer.params:
+            # The identity requantization (acc = x with zero bias and zp_in 0) and the table.
+            spec = dataclasses.replace(_rescale_spec(ch, 0, _IDENTITY_M, _IDENTITY_S, 0),
+                                       act_table=np.asarray(layer.params["act_table"]))
+            shape = self._op(layer, "conv", spec, src.name, layer.name,
+                             note=f"standalone {layer.activation.kind} through the activation table (1x1 depthwise "
+                                  "conv, identity requantization)")
+            self._add_tensor(layer.name, shape, self._map_of(src.name))
+            return
         spec = _rescale_spec(ch, int(src.zero_point), q["mult"], q["shift"], int(layer.zero_point),
                              int(layer.act_min), int(layer.act_max), q.get("mult_neg"))
         shape = self._op(layer, "conv", spec, src.name, layer.name,
@@ -478,9 +532,30 @@ class _Lowerer:
                                 "the other operand has a different channel layout")
         q = layer.q
         spec = AddLayer(int(a.zero_point), int(q["ma"]), int(b.zero_point), int(q["mb"]), int(q["shift"]),
-                        int(layer.zero_point), int(layer.act_min), int(layer.act_max))
-        shape = self._op(layer, "add", spec, a.name, layer.name, note="element-wise add (ADD)", src2=b.name)
-        self._add_tensor(layer.name, shape, ma)
+                        int(layer.zero_point), int(layer.act_min), int(layer.act_max), self._table(layer))
+        shape = self._op(layer, "add", spec, a.name, self._dst(layer),
+                         note=f"element-wise add (ADD){self._fused_note(layer)}", src2=b.name)
+        self._add_tensor(self._dst(layer), shape, ma)
+
+    def _lower_mul(self, layer: Any) -> None:
+        a, b = (self.qnet[n] for n in layer.inputs)
+        sa, sb = self.tensors[a.name].shape, self.tensors[b.name].shape
+        broadcast = sa != sb
+        if broadcast and sb != (sa[0], 1, 1):
+            raise CompileError(f"layer {layer.name!r} (mul): operand b {sb} is neither a's shape {sa} nor a "
+                               "per-channel vector of it")
+        ma, mb = self._map_of(a.name), self._map_of(b.name)
+        if (ma is None) != (mb is None) or (ma is not None and not np.array_equal(ma, mb)):
+            self._refuse_padded(layer, a.name if ma is not None else b.name,
+                                "the other operand has a different channel layout")
+        q = layer.q
+        spec = AddLayer(int(a.zero_point), int(q["mult"]), int(b.zero_point), 0, int(q["shift"]),
+                        int(layer.zero_point), int(layer.act_min), int(layer.act_max), self._table(layer),
+                        mul=True, broadcast=broadcast)
+        what = "per-channel vector broadcast over the pixels" if broadcast else "same-shape operands"
+        shape = self._op(layer, "add", spec, a.name, self._dst(layer),
+                         note=f"element-wise multiply (ADD.mul, {what}){self._fused_note(layer)}", src2=b.name)
+        self._add_tensor(self._dst(layer), shape, ma)
 
     def _lower_upsample(self, layer: Any) -> None:
         src = self.qnet[layer.inputs[0]]

@@ -36,6 +36,7 @@ HW_OPS = ("conv", "fc", "maxpool", "avgpool", "global_avgpool", "act", "concat",
 #: conv.LRNBlockGeneration).
 _BLOCK_OPS = {
     "add": (isa.Opcode.ADD, "the adder module"),
+    "mul": (isa.Opcode.ADD, "the adder module"),
     "upsample": (isa.Opcode.UPSAMPLE, "the segmentation block"),
     "lrn": (isa.Opcode.LRN, "the LRN block"),
 }
@@ -96,6 +97,10 @@ def _assign(layer: Any, config: Any) -> Assignment:
         if not config.module_enabled("conv"):
             raise CompileError(f"layer {name!r} ({op}) runs on the conv module, which is disabled; "
                                "turn on conv.ModuleGeneration")
+        if op == "act" and "act_table" in getattr(layer, "params", {}) and not _has_block(config, isa.Opcode.ACTTAB):
+            kind = layer.activation.kind if layer.activation is not None else "table"
+            raise CompileError(f"layer {name!r} (act, {kind}) needs the activation table; turn on "
+                               "conv.ActivationTableGeneration (or fc.SigmoidBlockGeneration)")
         if op == "fc" and not _has_block(config, isa.Opcode.FC):
             return Assignment(name, op, True, f"{name} (fc) runs on the conv module as a convolution (hardware "
                                               "fallback) because fc.ModuleGeneration is off")
@@ -108,6 +113,9 @@ def _assign(layer: Any, config: Any) -> Assignment:
         if not config.module_enabled("conv"):
             raise CompileError(f"layer {name!r} ({op}) runs on the conv module's buffers, which is disabled; "
                                "turn on conv.ModuleGeneration")
+        if op == "mul" and not isa.HardwareParams.from_config(config).multiply:
+            raise CompileError(f"layer {name!r} (mul) needs the adder's element-wise multiply; turn on "
+                               "adder.Multiplication")
         return Assignment(name, op, True)
     raise CompileError(f"layer {name!r}: operator {op!r} has neither a hardware nor a software implementation")
 

@@ -293,7 +293,8 @@ _BUF_FIELDS = {
             isa.Upsample: ("inp_base",), isa.Lrn: ("inp_base",), isa.Softmax: ("inp_base",)},
     "OUT": {isa.Store: ("sram_base",), isa.Conv: ("out_base",), isa.Pool: ("out_base",), isa.Add: ("out_base",),
             isa.Upsample: ("out_base",), isa.Lrn: ("out_base",), isa.Softmax: ("out_base",), isa.Fc: ("out_base",)},
-    "PRM": {isa.Conv: ("prm_base",), isa.LrnTab: ("prm_base",), isa.SmxTab: ("prm_base",), isa.Fc: ("prm_base",)},
+    "PRM": {isa.Conv: ("prm_base",), isa.LrnTab: ("prm_base",), isa.SmxTab: ("prm_base",), isa.Fc: ("prm_base",),
+            isa.ActTab: ("prm_base",)},
 }
 
 

@@ -64,7 +64,7 @@ LRNTAB_SETUP = 4
 def serial_work(insn: isa.Instruction, c: int, fc_lanes: int = 4) -> tuple[int, bool]:
     """(engine cycles, writes OUT) of an optional-block instruction, from the engines' docstrings:
     ADD one word per 2 cycles, UPSAMPLE and LRN one word per cycle, LRNTAB C + 2 cycles per PRM
-    word (read, wait, one table entry per lane), SMXTAB one table entry (lane) per cycle, SOFTMAX
+    word (read, wait, one table entry per lane; ACTTAB the same), SMXTAB one table entry (lane) per cycle, SOFTMAX
     3 * cin_blocks + 65 cycles per pixel."""
     name = type(insn).__name__
     f = insn.__dict__
@@ -76,7 +76,7 @@ def serial_work(insn: isa.Instruction, c: int, fc_lanes: int = 4) -> tuple[int, 
         return f["n_pix"] * f["cin_blocks"] + 12, True
     if name == "Softmax":
         return f["n_pix"] * (3 * f["cin_blocks"] + 65), True
-    if name == "LrnTab":  # per PRM word: TAB_READ, TAB_WAIT, then one table entry per lane
+    if name in ("LrnTab", "ActTab"):  # per PRM word: TAB_READ, TAB_WAIT, then one table entry per lane
         return f["count"] * (c + 2) + LRNTAB_SETUP, False
     if name == "SmxTab":
         return f["count"] * c, False

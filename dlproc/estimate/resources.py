@@ -99,11 +99,13 @@ _CAL: dict[str, float] = {
     "pool_per_lane": 120.0,       # max compare + avg sum per lane
     "pool_fixed": 400.0,
     "lrn_per_lane": 350.0,
+    # ACTTAB's fill FSM and the per-lane output mux (not fitted against synthesis yet).
+    "acttab_fixed": 120.0,
     "seg_fixed": 300.0,
     "fc_per_lane": 60.0,
     "fc_fixed": 450.0,
     "adder_per_lane": 150.0,      # operand differences, products, 25-bit sum per lane
-    "adder_mul_per_lane": 120.0,
+    "adder_mul_per_lane": 24.0,  # the operand multiplexer of the add engine (16 bits per lane)
     "control_fixed": 4720.0,      # fetch, instruction queues, tokens, CSR, profile, error logic
     "dma_per_bus_bit": 6.0,       # load/store data paths, realignment and padding insertion per bus bit
     "refdesign_cv": 1800.0,       # Platform Designer interconnect, width/clock adapters, PLL, resets
@@ -258,7 +260,8 @@ def _in_gateware(config: Any, block: str) -> bool:
     """
     from dlproc.hardware.isa import HardwareParams
 
-    flag = {"adder": "adder", "segmentation": "upsample", "lrn": "lrn", "softmax": "softmax", "fc": "fc"}.get(block)
+    flag = {"adder": "adder", "segmentation": "upsample", "lrn": "lrn", "softmax": "softmax", "fc": "fc",
+            "act_table": "act_table", "multiply": "multiply"}.get(block)
     return bool(flag) and bool(getattr(HardwareParams.from_config(config), flag))
 
 
@@ -347,6 +350,16 @@ def estimate_resources(config: Any, device: str | Device | None = None, include_
             rows.append(ModuleEstimate("conv.segmentation", 0, round(_CAL["seg_fixed"]), 0, 0, 0,
                                        "nearest upsampling (address generation)",
                                        generated=_in_gateware(config, "segmentation")))
+        if _in_gateware(config, "act_table"):
+            # C copies of the 256 x int8 table, one per lane (gateware.output_stage), and the
+            # ACTTAB fill engine; no multiplier.
+            tab_blocks, tab_bits = 0, 0
+            for _ in range(c):
+                blocks, bits = _mem(256, 8, dev)
+                tab_blocks += blocks
+                tab_bits += bits
+            rows.append(ModuleEstimate("conv.activation_table", 0, round(_CAL["acttab_fixed"] + 8 * c), tab_blocks, tab_bits,
+                                       0, f"{c} copies of 256 x int8 (sigmoid, SiLU, HardSwish, ... after the clamp)"))
         for buf in ("INP", "WGT", "PRM", "OUT"):
             shape = shapes[buf]
             blocks, bits = _mem(shape.depth, shape.width_bits, dev)
@@ -383,9 +396,11 @@ def estimate_resources(config: Any, device: str | Device | None = None, include_
             "rescaled add (one shared 9x15 multiplier per lane, shares the output stage)",
             generated=_in_gateware(config, "adder")))
         if config.get_module_property("adder", "Multiplication"):
+            # The multiply is a mode of the add engine: its multipliers form (b - zb) * (a - za), so
+            # it costs a per-lane operand multiplexer, no DSP block.
             rows.append(ModuleEstimate(
-                "adder.multiply", dsp_for(m18=c), round(_CAL["adder_mul_per_lane"] * c), 0, 0, 0,
-                "element-wise multiply", generated=_in_gateware(config, "multiply")))
+                "adder.multiply", 0, round(_CAL["adder_mul_per_lane"] * c), 0, 0, 0,
+                "element-wise multiply (the add engine's multipliers)", generated=_in_gateware(config, "multiply")))
     width = config.memory_data_width
     control_ram, control_bits = _control_rams(config, dev)
     # No multipliers: the DMA's stride products by the element pitch are shifts and adds.

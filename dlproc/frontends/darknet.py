@@ -86,6 +86,16 @@ _ACTIVATIONS = {
     "leaky": Activation("leaky", alpha=0.1),
     "relu6": Activation("clip", lo=0.0, hi=6.0),
     "hardtan": Activation("clip", lo=-1.0, hi=1.0),
+    # Table activations (the output stage's activation table): a separate ``act`` layer after the
+    # layer that names them, which the compiler fuses back (docs/numerics.md 10a).
+    "logistic": Activation("sigmoid"),
+    "tanh": Activation("tanh"),
+    "mish": Activation("mish"),
+    "swish": Activation("silu"),
+    "elu": Activation("elu", alpha=1.0),
+    "selu": Activation("selu", alpha=1.6732, beta=1.0507),
+    "gelu": Activation("gelu_tanh"),  # Darknet's gelu is the tanh approximation
+    "softplus": Activation("softplus"),
 }
 
 # Darknet's batch-norm epsilon is added to the standard deviation, not the variance.
@@ -285,7 +295,19 @@ class _Builder:
             if section.kind in _KEYS:
                 opts.check_keys(_KEYS[section.kind])
             layer = handlers[section.kind](index, opts)
-            self.outputs_by_index.append(layer)
+            self.outputs_by_index.append(self._split_table_activation(layer))
+
+    def _split_table_activation(self, layer: Layer) -> Layer:
+        """A layer whose activation is a table kind (mish, logistic, swish, ...) keeps no activation
+        and gets an ``act`` layer after it, which is what the section's index then refers to."""
+        act = layer.attrs.get("activation")
+        if act is None or not act.needs_table:
+            return layer
+        layer.attrs["activation"] = None
+        out = Layer(f"{layer.name}_{act.kind}", "act", [layer.name], layer.shape, attrs={"activation": act},
+                    origin=[f"{layer.origin[0]} activation={act.kind}"])
+        self.layers.append(out)
+        return out
 
     def _input_shape(self) -> Shape:
         opts = self.net_options

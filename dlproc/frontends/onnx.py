@@ -7,6 +7,9 @@ own per-operator shape rules, so every shape it reports is one it understands. O
 * folds an Add of a constant into the bias of the conv/fc in front of it (MatMul + Add = fc),
 * fuses Relu, LeakyRelu and Clip into the conv/fc/add in front of them when that layer has no
   other consumer (otherwise the activation becomes a standalone ``act`` layer),
+* makes every other unary activation (Sigmoid, Tanh, HardSwish, HardSigmoid, Gelu, Mish, Elu,
+  Selu, Celu, Softplus, Softsign, and SiLU as torch writes it, ``Mul(x, Sigmoid(x))``) an ``act``
+  layer of a table kind (the compiler fuses the activation table into the layer in front),
 * absorbs Flatten/Reshape in front of a fully connected layer, and
 * removes Dropout and Identity.
 
@@ -43,7 +46,22 @@ SUPPORTED_OPS = (
     "Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "Relu", "LeakyRelu", "Clip",
     "MaxPool", "AveragePool", "GlobalAveragePool", "Add", "Concat", "LRN", "Softmax", "Flatten",
     "Reshape", "Resize", "Upsample", "Constant", "Identity", "Dropout",
+    "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "Gelu", "Mish", "Elu", "Selu", "Celu", "Softplus", "Softsign",
+    "Mul",
 )
+
+#: What an operator the importer refuses would need, for the error that lists them.
+_NEEDS = {
+    "Transpose": "a channel permutation (channel shuffle is not lowered yet)",
+    "Split": "a channel slice (not lowered yet)",
+    "Slice": "a channel slice (not lowered yet)",
+    "LayerNormalization": "a normalization over the channels of a pixel, which the processor has no unit for",
+    "ReduceMean": "a reduction other than a global average pool",
+    "Div": "an element-wise division",
+    "Sub": "an element-wise subtraction",
+    "Pow": "an element-wise power",
+    "Sqrt": "an element-wise square root of a tensor that is not an activation of a conv/fc/add",
+}
 
 
 def load_onnx(model: str | Path | onnx.ModelProto, input_size: tuple[int, int] | None = None) -> Network:
@@ -168,6 +186,8 @@ class _Importer:
         self.uses: Counter[str] = Counter()
         self.graph_outputs = [o.name for o in self.graph.output]
         self.batch: int | None = None  # a fixed batch size of the model's inputs, if any
+        self.silu: set[int] = set()  # indices of the Mul nodes that are SiLU (_silu_muls)
+        self.node_index = -1  # index of the node being imported
         self.handlers: dict[str, Callable[[onnx.NodeProto], None]] = {
             "Conv": self._conv,
             "ConvTranspose": self._conv_transpose,
@@ -193,6 +213,23 @@ class _Importer:
             "Constant": self._constant,
             "Identity": lambda n: None,
             "Dropout": lambda n: None,
+            "Sigmoid": lambda n: self._table_activation(n, Activation("sigmoid")),
+            "Tanh": lambda n: self._table_activation(n, Activation("tanh")),
+            "HardSwish": lambda n: self._table_activation(n, Activation("hardswish")),
+            "HardSigmoid": lambda n: self._table_activation(n, Activation(
+                "hardsigmoid", alpha=float(self._attrs(n).get("alpha", 0.2)),
+                beta=float(self._attrs(n).get("beta", 0.5)))),
+            "Gelu": lambda n: self._table_activation(n, Activation(
+                "gelu_tanh" if self._attrs(n).get("approximate", "none") == "tanh" else "gelu")),
+            "Mish": lambda n: self._table_activation(n, Activation("mish")),
+            "Elu": lambda n: self._table_activation(n, Activation("elu", alpha=float(self._attrs(n).get("alpha", 1.0)))),
+            "Selu": lambda n: self._table_activation(n, Activation(
+                "selu", alpha=float(self._attrs(n).get("alpha", 1.67326319217681884765625)),
+                beta=float(self._attrs(n).get("gamma", 1.05070102214813232421875)))),
+            "Celu": lambda n: self._table_activation(n, Activation("celu", alpha=float(self._attrs(n).get("alpha", 1.0)))),
+            "Softplus": lambda n: self._table_activation(n, Activation("softplus")),
+            "Softsign": lambda n: self._table_activation(n, Activation("softsign")),
+            "Mul": self._mul,
         }
 
     # -- driver ---------------------------------------------------------------------------------
@@ -207,7 +244,7 @@ class _Importer:
         for inp in self.graph.input:
             if inp.name not in self.values:
                 self._input(inp)
-        for node in self.graph.node:
+        for self.node_index, node in enumerate(self.graph.node):
             self.handlers[node.op_type](node)
         outputs = []
         for name in self.graph_outputs:
@@ -232,13 +269,30 @@ class _Importer:
 
     def _check_supported(self) -> None:
         bad = []
-        for node in self.graph.node:
+        self.silu = self._silu_muls()
+        for k, node in enumerate(self.graph.node):
             if node.domain not in ("", "ai.onnx"):
                 bad.append((f"{node.domain}.{node.op_type}", _label(node)))
             elif node.op_type not in self.handlers:
                 bad.append((node.op_type, _label(node)))
         if bad:
-            raise UnsupportedOperatorError(bad, self.source)
+            raise UnsupportedOperatorError(bad, self.source, _NEEDS)
+
+    def _silu_muls(self) -> set[int]:
+        """Indices of the Mul nodes that are SiLU as torch exports it: ``Mul(x, Sigmoid(x))`` (either order),
+        the Sigmoid's output read by nothing else."""
+        sigmoid_of = {n.output[0]: n.input[0] for n in self.graph.node if n.op_type == "Sigmoid"}
+        reads = Counter(name for n in self.graph.node for name in n.input)
+        reads.update(o.name for o in self.graph.output)
+        found = set()
+        for k, node in enumerate(self.graph.node):
+            if node.op_type != "Mul" or len(node.input) != 2:
+                continue
+            a, b = node.input
+            for x, s in ((a, b), (b, a)):
+                if sigmoid_of.get(s) == x and reads[s] == 1:
+                    found.add(k)
+        return found
 
     def _resolve_passthrough(self) -> None:
         """Map every Identity/Dropout output to the tensor it passes on, and count real uses."""
@@ -550,7 +604,7 @@ class _Importer:
     def _activation(self, node: onnx.NodeProto, act: Activation) -> None:
         value = self._tensor(node, 0)
         layer = self._sole_consumer(value, node.input[0])
-        if layer is not None and layer.op in _WEIGHTED_OPS + ("add",) and layer.activation is None:
+        if layer is not None and layer.op in _WEIGHTED_OPS + ("add", "mul") and layer.activation is None:
             layer.attrs["activation"] = act
             self._merge(layer, node, value.rank)
             return
@@ -558,6 +612,49 @@ class _Importer:
             raise self._error(node, "cannot read a flattened feature map (only a fully connected layer can)")
         src = self.by_name[value.layer]
         self._add_layer(node, "act", [src.name], src.shape, attrs={"activation": act}, rank=value.rank)
+
+    def _table_activation(self, node: onnx.NodeProto, act: Activation) -> None:
+        """A unary activation the output stage's table computes: always an ``act`` layer, which the
+        compiler fuses into the layer in front when that layer has no other consumer."""
+        value = self._tensor(node, 0)
+        if value.flat:
+            raise self._error(node, "cannot read a flattened feature map (only a fully connected layer can)")
+        src = self.by_name[value.layer]
+        self._add_layer(node, "act", [src.name], src.shape, attrs={"activation": act}, rank=value.rank)
+
+    def _mul(self, node: onnx.NodeProto) -> None:
+        """SiLU (``Mul(x, Sigmoid(x))``), or an element-wise multiply of two computed tensors of one
+        shape, or of a feature map and a per-channel (N, C, 1, 1) vector (squeeze-and-excitation)."""
+        if self.node_index in self.silu:
+            self._silu(node)
+            return
+        values = [self._value(name, f"Mul {_label(node)!r}") for name in node.input[:2]]
+        if any(v.const is not None for v in values):
+            raise self._error(node, "a Mul by a constant is not supported (only products of two computed tensors)")
+        a, b = (self._tensor(node, i) for i in (0, 1))
+        la, lb = self.by_name[a.layer], self.by_name[b.layer]
+        if a.flat or b.flat or a.rank != b.rank:
+            raise self._error(node, "operands must be feature maps of one rank (no flattened tensors)")
+        if la.shape == lb.shape or lb.shape == Shape(la.shape.c):
+            pass
+        elif la.shape == Shape(lb.shape.c):
+            la, lb = lb, la  # the per-channel vector goes second
+        else:
+            raise self._error(node, f"operands have shapes {la.shape} and {lb.shape}; supported are equal shapes "
+                              "and a feature map times a per-channel vector (N, C, 1, 1)")
+        self._add_layer(node, "mul", [la.name, lb.name], la.shape, attrs={"activation": None}, rank=a.rank)
+
+    def _silu(self, node: onnx.NodeProto) -> None:
+        """``Mul(x, Sigmoid(x))`` (checked by :meth:`_silu_muls`): the Sigmoid's act layer becomes SiLU."""
+        for index in (0, 1):
+            value = self._value(node.input[index], f"Mul {_label(node)!r}")
+            layer = self.by_name.get(value.layer) if value.layer is not None else None
+            if layer is not None and layer.op == "act" and layer.activation.kind == "sigmoid" \
+                    and layer.tensor == self._resolve(node.input[index]):
+                layer.attrs["activation"] = Activation("silu")
+                self._merge(layer, node, value.rank)
+                return
+        raise self._error(node, "only Mul(x, Sigmoid(x)) (SiLU) is supported")
 
     def _clip(self, node: onnx.NodeProto) -> None:
         attrs = self._attrs(node)

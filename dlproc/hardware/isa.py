@@ -44,7 +44,8 @@ from amaranth.hdl import signed, unsigned
 from amaranth.lib import data
 
 from dlproc.errors import ConfigError, DlprocError
-from dlproc.hardware.numerics import LRN_MAX_SIZE, LRN_TABLE_SIZE, MAX_SHIFT, MULT_BITS, SOFTMAX_MAX_CHANNELS
+from dlproc.hardware.numerics import (ACT_TABLE_SIZE, LRN_MAX_SIZE, LRN_TABLE_SIZE, MAX_SHIFT, MULT_BITS,
+                                      SOFTMAX_MAX_CHANNELS)
 
 INSN_BITS = 256
 INSN_BYTES = INSN_BITS // 8
@@ -76,6 +77,7 @@ class Opcode(enum.IntEnum):
     # 12 stays illegal: existing tests and programs use it as "an opcode that does not exist".
     SOFTMAX = 13  #: integer softmax over the channels of each pixel INP -> OUT (softmax block)
     FC = 14  #: fully connected layer tile: x buffer . WGT stream -> OUT (fc module)
+    ACTTAB = 15  #: copy PRM words into the output stage's activation table (activation table)
 
 
 class Buf(enum.IntEnum):
@@ -122,6 +124,9 @@ OPTIONAL_BLOCKS: dict[Opcode, tuple[str, str, str]] = {
     Opcode.SMXTAB: ("softmax", "fc", "SoftmaxBlockGeneration"),
     Opcode.SOFTMAX: ("softmax", "fc", "SoftmaxBlockGeneration"),
     Opcode.FC: ("fc", "fc", "ModuleGeneration"),
+    # fc.SigmoidBlockGeneration (MATLAB's name for the int8 sigmoid) generates the same table:
+    # see block_switches.
+    Opcode.ACTTAB: ("act_table", "conv", "ActivationTableGeneration"),
 }
 
 
@@ -132,7 +137,13 @@ def block_switches(config: Any) -> dict[str, bool]:
         on = bool(config.module_enabled(module))
         if prop != "ModuleGeneration":
             on = on and bool(config.get_module_property(module, prop))
-        flags[flag] = on
+        flags[flag] = flags.get(flag, False) or on
+    # The int8 sigmoid of MATLAB's fc module is one function of the activation table, so its
+    # switch generates the table as well (the table serves every engine's output).
+    if config.module_enabled("fc") and config.get_module_property("fc", "SigmoidBlockGeneration"):
+        flags["act_table"] = True
+    # The multiply is a mode of the add engine (its multipliers form a * b instead of a * ma).
+    flags["multiply"] = flags["adder"] and bool(config.get_module_property("adder", "Multiplication"))
     return flags
 
 
@@ -182,6 +193,11 @@ class HardwareParams:
     lrn: bool = False  #: LRNTAB and LRN (conv LRNBlockGeneration)
     softmax: bool = False  #: SMXTAB and SOFTMAX (fc SoftmaxBlockGeneration)
     fc: bool = False  #: FC (fc ModuleGeneration): the FC engine
+    #: ACTTAB and the ``act_table`` flag of CONV/ADD/FC (conv ActivationTableGeneration or fc
+    #: SigmoidBlockGeneration): the output stage's 256-entry activation table
+    act_table: bool = False
+    #: ADD.mul: the adder's element-wise multiply (adder ModuleGeneration and Multiplication)
+    multiply: bool = False
     #: FC engine sizes (used only when ``fc``): MAC lanes F (FCThreadNumber, at most C*C because
     #: the engine takes its F weight bytes per cycle from one WGT word), x-buffer elements
     #: (fc.InputMemorySize rounded up to F) and outputs per FC instruction (fc.OutputMemorySize).
@@ -369,6 +385,11 @@ def _table_load(tab_bits: int, tab_hi: int, tab_doc: str) -> tuple[Field, ...]:
             _size("count", "PRM words copied"))
 
 
+def _act_table_flag() -> Field:
+    """The flag that sends an instruction's results through the activation table (after the clamp)."""
+    return _f("act_table", 1, doc="1: output = activation table entry (clamped result + 128); needs the table")
+
+
 def _pixels() -> tuple[Field, ...]:
     """Channel-block planes of dense pixels in INP and OUT (LRN and SOFTMAX)."""
     return (_sram("inp_base", "INP word of pixel 0 of channel block 0"),
@@ -399,6 +420,7 @@ FIELDS: dict[Opcode, tuple[Field, ...]] = {
         _f("dil_y", 3, 1, doc="1..7", default=1), _f("dil_x", 3, 1, doc="1..7", default=1),
         _size("cin_blocks", "input channel blocks accumulated"),
         *_clamp(),
+        _act_table_flag(),
     ),
     Opcode.POOL: (
         _sram("inp_base", "INP word of pixel (0,0) of plane 0"),
@@ -422,6 +444,9 @@ FIELDS: dict[Opcode, tuple[Field, ...]] = {
         _f("ma", MULT_BITS, doc="multiplier of a (< 2**15)"), _f("mb", MULT_BITS, doc="multiplier of b (< 2**15)"),
         _f("shift", 6, 0, MAX_SHIFT, doc=f"common right shift 0..{MAX_SHIFT}"),
         *_clamp(),
+        _act_table_flag(),
+        _f("mul", 1, doc="1: multiply (a - za) * (b - zb) with multiplier ma instead of adding (adder.Multiplication)"),
+        _f("b_repeat", SRAM_ADDR_BITS + 1, doc="0: b is dense; r > 0: word i reads b word inp_b + i // r (broadcast)"),
     ),
     Opcode.UPSAMPLE: (
         _sram("inp_base", "INP word of input pixel (0,0) of plane 0"),
@@ -454,7 +479,9 @@ FIELDS: dict[Opcode, tuple[Field, ...]] = {
         _f("load_x", 1, doc="1: copy x from INP into the x buffer first"),
         *_clamp(),
         _f("lane0", 6, doc="lane of output 0 in its PRM/OUT word (0..C-1); lanes before it are kept"),
+        _act_table_flag(),
     ),
+    Opcode.ACTTAB: _table_load(8, ACT_TABLE_SIZE - 1, f"first table entry 0..{ACT_TABLE_SIZE - 1}"),
 }
 
 
@@ -559,6 +586,10 @@ class Instruction:
         """
         self.check_fields()
         self._check_hw(hw)
+        if getattr(self, "act_table", 0) and not hw.act_table:
+            raise InstructionError(
+                f"{type(self).__name__.upper()}.act_table is set, but this processor has no activation table "
+                "(conv.ActivationTableGeneration or fc.SigmoidBlockGeneration 'on' generates it)")
 
     def _check_hw(self, hw: HardwareParams) -> None:
         pass
@@ -698,21 +729,36 @@ class Pool(Instruction):
 
 @_instruction(Opcode.ADD, "compute")
 class Add(Instruction):
-    """Element-wise add of two densely stored INP tensors of ``count`` words (adder module).
+    """Element-wise add (or multiply) of two INP tensors of ``count`` words (adder module).
 
-    For every word i < count and lane l::
+    For every word i < count and lane l, with ``j = i`` (``b_repeat`` 0) or ``j = i // b_repeat``
+    (broadcast: one b word for ``b_repeat`` consecutive a words, e.g. a per-channel vector over
+    the pixels of a channel block)::
 
-        acc = (INP[inp_a + i][l] - za) * ma + (INP[inp_b + i][l] - zb) * mb        (exact, 25 bits)
-        OUT[out_base + i][l] = clamp(((acc + 2**(shift-1)) >> shift) + zp_out, act_min, act_max)
+        a = INP[inp_a + i][l] - za;  b = INP[inp_b + j][l] - zb
+        acc = a * ma + b * mb                          (exact, 25 bits; mul = 0)
+        OUT[out_base + i][l] = requantize(acc, 1, shift, zp_out, act_min, act_max)
+        acc = a * b                                    (exact, 17 bits; mul = 1)
+        OUT[out_base + i][l] = requantize(acc, ma, shift, zp_out, act_min, act_max)
 
-    which is ``requantize(acc, 1, shift, zp_out, act_min, act_max)`` (``dlproc.targets.golden.ops.add``).
+    (``dlproc.targets.golden.ops.add`` and ``ops.mul``). ``mul`` needs adder.Multiplication.
+    Operand b must lie within INP as if it were dense (``inp_b + count <= inp_depth``).
     """
 
     def _check_cross_fields(self) -> None:
         _check_act(self)
 
+    def b_words(self) -> int:
+        """INP words of operand b the instruction reads."""
+        return self.count if self.b_repeat == 0 else -(-self.count // self.b_repeat)
+
     def _check_hw(self, hw: HardwareParams) -> None:
+        if self.mul and not hw.multiply:
+            raise InstructionError("ADD.mul is set, but this processor has no element-wise multiply "
+                                   "(adder.Multiplication 'on' generates it)")
         self._check_sram(hw, "INP", "inp_a", self.inp_a, self.count)
+        # b's range is checked as if b were dense (inp_b + count), whatever b_repeat: the engine
+        # checks sums of fields before it reads, and a broadcast b never reaches further.
         self._check_sram(hw, "INP", "inp_b", self.inp_b, self.count)
         self._check_sram(hw, "OUT", "out_base", self.out_base, self.count)
 
@@ -866,6 +912,25 @@ class Fc(Instruction):
         self._check_sram(hw, "OUT", "out_base", self.out_base, blocks)
 
 
+@_instruction(Opcode.ACTTAB, "compute")
+class ActTab(Instruction):
+    """Load ``count`` PRM words into the output stage's activation table (activation table).
+
+    The bias field of lane l of PRM word ``prm_base + w`` becomes entry ``tab_base + w*C + l``; it
+    must be an int8 value (-128..127), the output code for the clamped result ``entry - 128``.
+    Lanes beyond entry 255 are ignored. Every CONV, ADD and FC with ``act_table`` set maps its
+    results through the table, which keeps its contents until it is overwritten; ACTTAB starts
+    when every earlier instruction has completed, so a table never changes under a running one.
+    """
+
+    def _check_hw(self, hw: HardwareParams) -> None:
+        self._check_sram(hw, "PRM", "prm_base", self.prm_base, self.count)
+        if self.tab_base + (self.count - 1) * hw.c >= ACT_TABLE_SIZE:
+            raise InstructionError(
+                f"ACTTAB: word {self.count - 1} starts at entry {self.tab_base + (self.count - 1) * hw.c}, beyond "
+                f"the activation table (allowed 0..{ACT_TABLE_SIZE - 1})")
+
+
 @_instruction(Opcode.MARK, "store", ("pop_next", "push_next"))
 class Mark(Instruction):
     """Latch the cycle counter into profile entry ``index`` once all earlier stores completed."""
@@ -884,7 +949,7 @@ class Finish(Instruction):
 
 INSTRUCTION_CLASSES: dict[Opcode, type[Instruction]] = {
     cls.OPCODE: cls for cls in (Load, Store, Conv, Pool, Mark, Finish, Add, Upsample, LrnTab, Lrn, SmxTab, Softmax,
-                                      Fc)
+                                      Fc, ActTab)
 }
 
 #: Which unit's queue the fetch unit dispatches each opcode to.

@@ -131,3 +131,9 @@ SOFTMAX_EXP_BITS = 20  #: exp table entries are round(2**20 * exp(-s_in * t)), t
 SOFTMAX_MAX_CHANNELS = 4095  #: the exp sum (<= C * 2**20) must fit 32 bits unsigned
 SOFTMAX_RECIP_BITS = 52  #: R = floor(2**52 / sum)
 SOFTMAX_OUT_SHIFT = SOFTMAX_RECIP_BITS - 8  #: output scale 1/256, zero point -128
+
+# Activation table (docs/numerics.md section 11): after the clamp, an output-stage item of an
+# instruction with ``act_table`` set is replaced by entry (y + 128) of a 256-entry int8 table,
+# which makes any unary function exact at int8 (the table is the function evaluated at the
+# input scale and rounded to the output scale).
+ACT_TABLE_SIZE = 256  #: entries, one per int8 input code y = -128..127 (entry y + 128)

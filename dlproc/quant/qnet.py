@@ -276,7 +276,9 @@ def _attrs_from_json(attrs: dict[str, Any]) -> dict[str, Any]:
 
 def _encode(value: Any) -> Any:
     if isinstance(value, Activation):
-        return {"__activation__": [value.kind, value.alpha, value.lo, value.hi]}
+        fields = [value.kind, value.alpha, value.lo, value.hi]
+        # beta is written only when it is used, so files of networks without it keep their bytes.
+        return {"__activation__": fields + [value.beta] if value.beta else fields}
     if isinstance(value, tuple):
         return {"__tuple__": [_encode(v) for v in value]}
     if isinstance(value, list):
@@ -296,8 +298,8 @@ def _decode(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     if "__activation__" in value:
-        kind, alpha, lo, hi = value["__activation__"]
-        return Activation(kind, alpha, lo, hi)
+        # Files written before the table kinds had no beta (the fifth entry).
+        return Activation(*value["__activation__"])
     if "__tuple__" in value:
         return tuple(_decode(v) for v in value["__tuple__"])
     if "__dict__" in value:

@@ -336,6 +336,12 @@ class Quantizer:
 
     def _act(self, layer: Layer, q: QLayer, srcs: list[QLayer]) -> None:
         act = layer.activation
+        if act is not None and act.needs_table:
+            # Any other unary function: the 256-entry table from the input's codes to the output's
+            # (exact at int8); the compiler fuses it into the layer in front where it can.
+            q.params["act_table"] = ops.activation_table(act, srcs[0].scale, srcs[0].zero_point, q.scale,
+                                                         q.zero_point)
+            return
         mult, shift = ops.rescale_params(srcs[0].scale, q.scale)
         mult_neg = mult
         if act is not None and act.kind == "leaky":
@@ -370,6 +376,13 @@ class Quantizer:
         q.act_min, q.act_max = ops.activation_bounds(layer.activation, q.scale, q.zero_point)
         if layer.activation is not None and layer.activation.kind == "leaky":
             raise QuantizationError("a leaky ReLU fused into an add is not supported by the hardware add")
+
+    def _mul(self, layer: Layer, q: QLayer, srcs: list[QLayer]) -> None:
+        mult, shift = ops.mul_params(srcs[0].scale, srcs[1].scale, q.scale)
+        q.q.update(mult=int(mult), shift=int(shift))
+        q.act_min, q.act_max = ops.activation_bounds(layer.activation, q.scale, q.zero_point)
+        if layer.activation is not None and layer.activation.kind == "leaky":
+            raise QuantizationError("a leaky ReLU fused into a multiply is not supported by the hardware multiply")
 
     def _concat(self, layer: Layer, q: QLayer, srcs: list[QLayer]) -> None:
         rescale: list[list[int] | None] = []
@@ -500,6 +513,7 @@ _BUILDERS: dict[str, Callable[[Quantizer, Layer, QLayer, list[QLayer]], None]] =
     "avgpool": Quantizer._avgpool,
     "global_avgpool": Quantizer._global_avgpool,
     "add": Quantizer._add,
+    "mul": Quantizer._mul,
     "concat": Quantizer._concat,
     "lrn": Quantizer._lrn,
     "softmax": Quantizer._softmax,

@@ -34,7 +34,7 @@ import numpy as np
 from dlproc.hardware import isa
 from dlproc.errors import SimulationError
 from dlproc.hardware.geometry import Geometry
-from dlproc.hardware.numerics import (LRN_TABLE_SIZE, MAX_SHIFT, MULT_BITS, SOFTMAX_EXP_BITS, SOFTMAX_OUT_SHIFT,
+from dlproc.hardware.numerics import (ACT_TABLE_SIZE, LRN_TABLE_SIZE, MAX_SHIFT, MULT_BITS, SOFTMAX_EXP_BITS, SOFTMAX_OUT_SHIFT,
                              SOFTMAX_RECIP_BITS, lrn_index, requantize, wrap_int32)
 
 __all__ = [
@@ -215,6 +215,8 @@ class Machine:
         self.lrn_mult = np.zeros(LRN_TABLE_SIZE, dtype=np.int64)
         self.lrn_shift = np.zeros(LRN_TABLE_SIZE, dtype=np.int64)
         self.smx_exp = np.zeros(isa.SOFTMAX_TABLE_SIZE, dtype=np.int64)  # the softmax block's exp table
+        # The output stage's activation table (ACTTAB writes it; entry y + 128 for the clamped y).
+        self.act_table = np.zeros(ACT_TABLE_SIZE, dtype=np.int8)
         # The FC engine's x buffer (FC with load_x writes it; FC tiles of one layer share it).
         self.fcx = np.zeros(self.hw.fc_in_depth, dtype=np.int8)
 
@@ -486,7 +488,7 @@ class _Run:
         mult = raw[:, 4:6].copy().view("<u2").reshape(-1).astype(np.int64)
         mneg = raw[:, 6:8].copy().view("<u2").reshape(-1).astype(np.int64)
         shift = raw[:, 8].astype(np.int64)
-        if what == "SMXTAB":
+        if what in ("SMXTAB", "ACTTAB"):
             return bias, mult, mneg, shift  # only the bias field is used (checked by the caller)
         if what in ("POOL", "LRNTAB"):
             # LRNTAB copies M and S only.
@@ -521,6 +523,7 @@ class _Run:
 
     def _exec_conv(self, insn: isa.Conv, index: int) -> None:
         hw, c = self.hw, self.hw.c
+        self._check_table_flag(insn, index)
         self._check_tile(insn, index)
         last = self._last_input_word(insn, insn.cin_blocks, insn.dil_y, insn.dil_x)
         self._check_sram("INP", insn.inp_base, last - insn.inp_base + 1, hw.inp_depth, "CONV input", index)
@@ -544,7 +547,7 @@ class _Run:
         acc = wrap_int32((x @ w.astype(np.float64)).astype(np.int64) + bias[None, :])
         out = requantize(acc, mult[None, :], shift[None, :], insn.zp_out, insn.act_min, insn.act_max,
                          mneg[None, :])
-        self.m.out[insn.out_base:insn.out_base + pixels] = out
+        self.m.out[insn.out_base:insn.out_base + pixels] = self._tabled(insn, out)
         self.result.mac_ops += pixels * n_taps * c * c
 
     def _exec_pool(self, insn: isa.Pool, index: int) -> None:
@@ -575,14 +578,21 @@ class _Run:
     def _exec_add(self, insn: isa.Add, index: int) -> None:
         hw = self.hw
         n = insn.count
+        self._check_table_flag(insn, index)
         self._check_sram("INP", insn.inp_a, n, hw.inp_depth, "ADD operand a", index)
         self._check_sram("INP", insn.inp_b, n, hw.inp_depth, "ADD operand b", index)
         self._check_sram("OUT", insn.out_base, n, hw.out_depth, "ADD output", index)
+        if insn.mul and not hw.multiply:
+            raise IllegalFieldError("ADD.mul is set, but this processor has no element-wise multiply",
+                                    insn_index=index)
         xa = self.m.inp[insn.inp_a:insn.inp_a + n].astype(np.int64) - insn.za
-        xb = self.m.inp[insn.inp_b:insn.inp_b + n].astype(np.int64) - insn.zb
-        acc = xa * insn.ma + xb * insn.mb
-        self.m.out[insn.out_base:insn.out_base + n] = requantize(acc, 1, insn.shift, insn.zp_out, insn.act_min,
-                                                                 insn.act_max)
+        rows = np.arange(n) if insn.b_repeat == 0 else np.arange(n) // insn.b_repeat
+        xb = self.m.inp[insn.inp_b + rows].astype(np.int64) - insn.zb
+        if insn.mul:
+            out = requantize(xa * xb, insn.ma, insn.shift, insn.zp_out, insn.act_min, insn.act_max)
+        else:
+            out = requantize(xa * insn.ma + xb * insn.mb, 1, insn.shift, insn.zp_out, insn.act_min, insn.act_max)
+        self.m.out[insn.out_base:insn.out_base + n] = self._tabled(insn, out)
 
     def _exec_upsample(self, insn: isa.Upsample, index: int) -> None:
         hw = self.hw
@@ -649,6 +659,34 @@ class _Run:
         n = min(insn.count * c, size - insn.tab_base)
         self.m.smx_exp[insn.tab_base:insn.tab_base + n] = vals[:n]
 
+    def _exec_acttab(self, insn: isa.ActTab, index: int) -> None:
+        hw, c = self.hw, self.hw.c
+        size = ACT_TABLE_SIZE
+        self._check_sram("PRM", insn.prm_base, insn.count, hw.prm_depth, "ACTTAB parameters", index)
+        if insn.tab_base + (insn.count - 1) * c >= size:
+            raise SramRangeError(f"ACTTAB word {insn.count - 1} starts at activation table entry "
+                                 f"{insn.tab_base + (insn.count - 1) * c}, but the table has {size} entries",
+                                 insn_index=index)
+        vals = np.concatenate([self._params(insn.prm_base + w, "ACTTAB", index)[0] for w in range(insn.count)])
+        if (vals < -128).any() or (vals > 127).any():
+            raise IllegalFieldError("ACTTAB: an activation table entry (PRM bias) is outside -128..127",
+                                    insn_index=index)
+        n = min(insn.count * c, size - insn.tab_base)
+        self.m.act_table[insn.tab_base:insn.tab_base + n] = vals[:n]
+
+    def _check_table_flag(self, insn: isa.Instruction, index: int) -> None:
+        # The engines refuse act_table on a processor without the table (ILLEGAL_FIELD at accept,
+        # before anything is written), so does the simulator.
+        if insn.act_table and not self.hw.act_table:  # type: ignore[attr-defined]
+            raise IllegalFieldError(f"{insn.OPCODE.name}.act_table is set, but this processor has no activation "
+                                    "table", insn_index=index)
+
+    def _tabled(self, insn: isa.Instruction, out: np.ndarray) -> np.ndarray:
+        """The output stage's last step: results of an instruction with act_table through the table."""
+        if not insn.act_table:  # type: ignore[attr-defined]
+            return out
+        return self.m.act_table[out.astype(np.int64) + 128]
+
     def _exec_softmax(self, insn: isa.Softmax, index: int) -> None:
         hw, c = self.hw, self.hw.c
         last = insn.inp_base + (insn.cin_blocks - 1) * insn.in_plane + insn.n_pix - 1
@@ -705,7 +743,7 @@ class _Run:
         shift = np.concatenate([p[3] for p in params])
         acc = bias.copy()
         acc[lo:lo + insn.n_out] = wrap_int32(w @ x + bias[lo:lo + insn.n_out])
-        out = requantize(acc, mult, shift, insn.zp_out, insn.act_min, insn.act_max, mneg)
+        out = self._tabled(insn, requantize(acc, mult, shift, insn.zp_out, insn.act_min, insn.act_max, mneg))
         self.m.out[insn.out_base:insn.out_base + blocks].reshape(-1)[lo:] = out[lo:]
         self.result.mac_ops += insn.n_out * s_per * f
 

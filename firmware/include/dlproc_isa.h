@@ -31,6 +31,7 @@
 #define DLPROC_OP_SMXTAB 11
 #define DLPROC_OP_SOFTMAX 13
 #define DLPROC_OP_FC 14
+#define DLPROC_OP_ACTTAB 15
 
 #define DLPROC_BUF_INP 0
 #define DLPROC_BUF_WGT 1
@@ -123,6 +124,8 @@
 #define DLPROC_CONV_ACT_MAX_OFFSET 210
 #define DLPROC_CONV_ACT_MAX_BITS 8
 #define DLPROC_CONV_ACT_MAX_SIGNED 1
+#define DLPROC_CONV_ACT_TABLE_OFFSET 218
+#define DLPROC_CONV_ACT_TABLE_BITS 1
 
 /* POOL: Max or average pooling of ``z_size`` channel-block planes (see "Semantics" in ``docs/isa.md``). */
 #define DLPROC_POOL_INP_BASE_OFFSET 8
@@ -200,6 +203,8 @@
 #define DLPROC_ADD_ACT_MAX_OFFSET 157
 #define DLPROC_ADD_ACT_MAX_BITS 8
 #define DLPROC_ADD_ACT_MAX_SIGNED 1
+#define DLPROC_ADD_ACT_TABLE_OFFSET 165
+#define DLPROC_ADD_ACT_TABLE_BITS 1
 
 /* UPSAMPLE: Nearest-neighbour upsample of ``z_size`` INP planes into dense OUT planes (segmentation block). */
 #define DLPROC_UPSAMPLE_INP_BASE_OFFSET 8
@@ -305,6 +310,16 @@
 #define DLPROC_FC_ACT_MAX_SIGNED 1
 #define DLPROC_FC_LANE0_OFFSET 153
 #define DLPROC_FC_LANE0_BITS 6
+#define DLPROC_FC_ACT_TABLE_OFFSET 159
+#define DLPROC_FC_ACT_TABLE_BITS 1
+
+/* ACTTAB: Load ``count`` PRM words into the output stage's activation table (activation table). */
+#define DLPROC_ACTTAB_PRM_BASE_OFFSET 8
+#define DLPROC_ACTTAB_PRM_BASE_BITS 20
+#define DLPROC_ACTTAB_TAB_BASE_OFFSET 28
+#define DLPROC_ACTTAB_TAB_BASE_BITS 8
+#define DLPROC_ACTTAB_COUNT_OFFSET 36
+#define DLPROC_ACTTAB_COUNT_BITS 16
 
 /* Set/get a field of width 1..32 bits at bit offset `off` (fields never exceed 32 bits). */
 static inline void dlproc_insn_set(uint32_t w[DLPROC_INSN_WORDS], unsigned off, unsigned bits, uint32_t v)

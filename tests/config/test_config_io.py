@@ -21,6 +21,7 @@ ALTERNATIVES = [
     ("conv", "ModuleGeneration", False),
     ("conv", "LRNBlockGeneration", True),
     ("conv", "SegmentationBlockGeneration", False),
+    ("conv", "ActivationTableGeneration", True),
     ("conv", "ConvThreadNumber", 25),
     ("conv", "InputMemorySize", [228, 227, 3]),
     ("conv", "InputMemorySize", [227, 228, 3]),

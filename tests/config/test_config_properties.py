@@ -13,6 +13,7 @@ EXPECTED_DEFAULTS = {
         "ModuleGeneration": True,
         "LRNBlockGeneration": False,
         "SegmentationBlockGeneration": True,
+        "ActivationTableGeneration": False,
         "ConvThreadNumber": 16,
         "InputMemorySize": [227, 227, 3],
         "OutputMemorySize": [227, 227, 3],

@@ -131,7 +131,7 @@ def test_processor_errors_are_named_with_the_layer(runner, tmp_path):
     # An illegal opcode in the middle of conv2's instructions.
     conv2 = cn.layer("conv2")
     k = conv2.insn_first + conv2.insn_count // 2
-    bad = _patched_program(d.blob, k, lambda w: w.__setitem__(0, (w[0] & 0xF0) | 0xF))
+    bad = _patched_program(d.blob, k, lambda w: w.__setitem__(0, (w[0] & 0xF0) | 0xC))  # opcode 12
     proc, _ = run_fw(runner, tmp_path, bad, frame)
     assert proc.returncode == 1 and "E_PROC" in proc.stderr
     assert "ILLEGAL_OPCODE" in proc.stderr and f"instruction {k}" in proc.stderr and "'conv2'" in proc.stderr

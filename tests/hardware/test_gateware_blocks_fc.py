@@ -44,7 +44,7 @@ def fc_reference(hw: isa.HardwareParams, buf, x: np.ndarray, insn: isa.Fc) -> np
     return out.reshape(blocks, c)
 
 
-def _isasim_out(hw: isa.HardwareParams, buf, insns: list) -> np.ndarray:
+def isasim_out(hw: isa.HardwareParams, buf, insns: list) -> np.ndarray:
     m = Machine(geometry=Geometry.from_hw(hw), dram_size=1 << 16)
     m.inp[:] = buf.inp
     m.wgt[:] = buf.wgt
@@ -85,7 +85,7 @@ def test_fc_random_matches_golden_and_isasim(c, lanes):
         base += -(-n_out // C)
     res = run_program(hw, buf, insns + [isa.Finish()], max_cycles=20_000)
     assert res.finished and res.error_code == 0
-    sim_out = _isasim_out(hw, buf, insns + [isa.Finish()])
+    sim_out = isasim_out(hw, buf, insns + [isa.Finish()])
     for insn, ref in zip(insns, refs):
         words = slice(insn.out_base, insn.out_base + ref.shape[0])
         np.testing.assert_array_equal(res.out[words], ref, err_msg=str(insn))
@@ -118,7 +118,7 @@ def test_fc_sub_word_tiles_fill_words_together(tile):
     res = run_program(hw, buf, insns + [isa.Finish()], max_cycles=20_000)
     assert res.finished and res.error_code == 0
     np.testing.assert_array_equal(res.out, expect)
-    np.testing.assert_array_equal(_isasim_out(hw, buf, insns + [isa.Finish()]), expect)
+    np.testing.assert_array_equal(isasim_out(hw, buf, insns + [isa.Finish()]), expect)
     assert res.c2s_pushes == len(insns)
 
 
@@ -133,7 +133,7 @@ def test_fc_lane0_keeps_the_lanes_before_it():
     assert (res.out[5][:2] == OUT_FILL).all()
     np.testing.assert_array_equal(res.out[5][2:], ref[0][2:])
     np.testing.assert_array_equal(res.out[6], ref[1])
-    sim = _isasim_out(hw, buf, [insn, isa.Finish()])
+    sim = isasim_out(hw, buf, [insn, isa.Finish()])
     np.testing.assert_array_equal(sim[5:7], res.out[5:7])
 
 
@@ -169,7 +169,7 @@ def test_fc_errors(insn, code):
     res = run_program(hw, buf, [insn, isa.Finish()], max_cycles=2_000)
     assert not res.finished and res.error_code == code
     with pytest.raises(Exception):
-        _isasim_out(hw, buf, [insn, isa.Finish()])
+        isasim_out(hw, buf, [insn, isa.Finish()])
 
 
 def test_fc_absent_block():

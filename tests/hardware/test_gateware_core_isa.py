@@ -98,8 +98,8 @@ def test_field_errors_name_field_value_and_range(insn, message):
 def test_decode_errors():
     with pytest.raises(isa.InstructionError, match="opcode 0 is illegal; allowed: 1 LOAD"):
         isa.decode(bytes(32))
-    with pytest.raises(isa.InstructionError, match="opcode 15 is illegal"):
-        isa.decode(b"\x0f" + bytes(31))
+    with pytest.raises(isa.InstructionError, match="opcode 12 is illegal"):
+        isa.decode(b"\x0c" + bytes(31))
     with pytest.raises(isa.InstructionError, match="32 bytes, got 31"):
         isa.decode(bytes(31))
     with pytest.raises(isa.InstructionError, match="multiple of 32 bytes"):

@@ -141,7 +141,7 @@ def test_illegal_opcode_from_zeroed_memory():
         mach.run(None, insn_base=INSN, count=1)
     assert info.value.code == isa.ErrorCode.ILLEGAL_OPCODE and info.value.insn_index == 0
     raw = bytearray(isa.Finish().encode())
-    raw[0] = (raw[0] & 0xF0) | 0xF  # opcode 15
+    raw[0] = (raw[0] & 0xF0) | 0xC  # opcode 12 (never assigned)
     with pytest.raises(IllegalOpcodeError):
         machine().run(bytes(raw), insn_base=INSN)
 

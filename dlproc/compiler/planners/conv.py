@@ -43,6 +43,8 @@ class ConvLayer:
     pads: int | tuple[int, ...] = 0  #: (top, left, bottom, right)
     dilation: int | tuple[int, int] = 1
     groups: int = 1
+    #: 256 int8 entries: the results go through the output stage's activation table (planners/act_table.py)
+    act_table: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

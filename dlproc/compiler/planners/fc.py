@@ -37,6 +37,8 @@ class FcLayer:
     zp_out: int = 0
     act_min: int = -128
     act_max: int = 127
+    #: 256 int8 entries: the results go through the output stage's activation table (planners/act_table.py)
+    act_table: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

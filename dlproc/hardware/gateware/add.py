@@ -15,20 +15,28 @@ arrives and ``b - zb`` is registered while the lane's multiplier forms ``(a - za
 same multiplier forms ``(b - zb) * mb`` (one multiplier per lane: the DSP budget of the
 DE10-Nano preset matters), 4 the sum is registered, 5 it is offered to the output stage. A new word starts every second cycle, so stages never collide.
 
+The element-wise multiply (``mul``, generated with adder.Multiplication, ``hw.multiply``) is the
+same pipeline: in stage 3 the lane's multiplier forms ``(b - zb) * (a - za)`` (its second operand
+is the lane's ``a - za`` instead of ``mb``), stage 4 keeps that product alone, and the output stage
+requantizes it with M = ``ma``. With ``b_repeat`` = r > 0 the b address advances after every r
+words (one b word per channel block: a per-channel vector over the pixels, as squeeze-and-
+excitation multiplies).
+
 Run-time checks, all before the first read (so an illegal ADD writes nothing, like the ISA-level
-simulator): count = 0, act_min > act_max or shift > MAX_SHIFT give ILLEGAL_FIELD, either operand
-or the result reaching beyond its buffer gives SRAM_RANGE.
+simulator): count = 0, act_min > act_max or shift > MAX_SHIFT give ILLEGAL_FIELD (so do act_table
+without the table and mul without the multiply), either operand or the result reaching beyond its
+buffer gives SRAM_RANGE.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 
 from dlproc.hardware import isa
 from dlproc.hardware.numerics import MAX_SHIFT, MULT_BITS
 
-from dlproc.hardware.gateware.engine import Engine, TAG_BITS, EngineCommand
+from dlproc.hardware.gateware.engine import Engine, TAG_BITS, EngineCommand, table_refused
 from dlproc.hardware.gateware.output_stage import REQUANT_LANE
 
 __all__ = ["ADD_CMD_LAYOUT", "AddEngine"]
@@ -38,7 +46,7 @@ ADD_CMD_LAYOUT = data.StructLayout(
     {spec.name: spec.shape for spec in isa.Add.field_specs()} | {"tag": unsigned(TAG_BITS)}
 )
 
-_PROD_BITS = 9 + MULT_BITS + 1  # signed 9-bit times unsigned MULT_BITS
+_PROD_BITS = 9 + MULT_BITS + 1  # signed 9-bit times unsigned MULT_BITS (or times signed 9 bits: mul)
 
 
 class AddEngine(Engine):
@@ -57,7 +65,8 @@ class AddEngine(Engine):
         # Accept and check (registered, see engine.py): ILLEGAL_FIELD before SRAM_RANGE.
         m.submodules.command = command = EngineCommand(
             ADD_CMD_LAYOUT,
-            illegal=lambda f: (f.count == 0) | (f.act_min > f.act_max) | (f.shift > MAX_SHIFT),
+            illegal=lambda f: ((f.count == 0) | (f.act_min > f.act_max) | (f.shift > MAX_SHIFT)
+                               | table_refused(hw, f) | (Const(0) if hw.multiply else f.mul)),
             ranges=[(lambda f: f.inp_a + f.count, hw.inp_depth),
                     (lambda f: f.inp_b + f.count, hw.inp_depth),
                     (lambda f: f.out_base + f.count, hw.out_depth)],
@@ -73,6 +82,9 @@ class AddEngine(Engine):
         # INP addresses as counters (inp_a + i, inp_b + i) and the one being read as a register,
         # so that no adder or multiplexer sits between the state and the INP address.
         addr, next_a, next_b = Signal(width), Signal(width), Signal(width)
+        # Broadcast (b_repeat = r > 0): b's address advances after every r words of a.
+        rep = Signal(isa.SRAM_ADDR_BITS + 1)
+        b_step = (a.b_repeat == 0) | (rep == a.b_repeat - 1)
 
         with m.FSM(name="add") as fsm:
             with m.State("IDLE"):
@@ -83,7 +95,7 @@ class AddEngine(Engine):
                     m.d.sync += [i.eq(0), phase.eq(0)]
                     m.next = "CHECK"
             with m.State("CHECK"):
-                m.d.sync += [addr.eq(a.inp_a), next_a.eq(a.inp_a + 1), next_b.eq(a.inp_b)]
+                m.d.sync += [addr.eq(a.inp_a), next_a.eq(a.inp_a + 1), next_b.eq(a.inp_b), rep.eq(0)]
                 with m.If(command.fault):
                     m.d.sync += [error.eq(1), code.eq(command.code)]
                     m.next = "IDLE"
@@ -97,7 +109,11 @@ class AddEngine(Engine):
                     with m.If(last):
                         m.next = "IDLE"
                 with m.Else():
-                    m.d.sync += [addr.eq(next_b), next_b.eq(next_b + 1)]
+                    m.d.sync += addr.eq(next_b)
+                    with m.If(b_step):
+                        m.d.sync += [next_b.eq(next_b + 1), rep.eq(0)]
+                    with m.Else():
+                        m.d.sync += rep.eq(rep + 1)
 
         # Address: a's word in phase 0, b's in phase 1.
         m.d.comb += [self.inp.addr.eq(addr), self.inp.en.eq(issue)]
@@ -118,9 +134,19 @@ class AddEngine(Engine):
         # are registers (x_op: a - za, then b - zb; m_op: ma, then mb) with nothing but wiring
         # in front of the DSP block: a multiplexer there made this the critical path.
         zsel = Signal(signed(8))  # zero point of the word arriving in the next cycle
-        m_op = Signal(unsigned(MULT_BITS))
-        m.d.sync += [zsel.eq(Mux(s1, a.zb, a.za)), m_op.eq(Mux(s2, a.mb, a.ma))]
+        m.d.sync += zsel.eq(Mux(s1, a.zb, a.za))
         x_op = Signal(data.ArrayLayout(signed(9), c))
+        if hw.multiply:
+            # The multiply (``mul``) uses the same multiplier: b's product is (b - zb) * (a - za),
+            # so the second operand is per lane, a - za (x_op in the cycle b arrives) instead of mb.
+            m_op = Signal(data.ArrayLayout(signed(MULT_BITS + 1), c))
+            for lane in range(c):
+                m.d.sync += m_op[lane].eq(Mux(s2, Mux(a.mul, x_op[lane], a.mb), a.ma))
+            lane_m = [m_op[lane] for lane in range(c)]
+        else:
+            m_op = Signal(unsigned(MULT_BITS))
+            m.d.sync += m_op.eq(Mux(s2, a.mb, a.ma))
+            lane_m = [m_op] * c
         prod = Signal(data.ArrayLayout(signed(_PROD_BITS), c))
         pa = Signal(data.ArrayLayout(signed(_PROD_BITS), c))
         acc = Signal(data.ArrayLayout(signed(32), c))
@@ -131,15 +157,20 @@ class AddEngine(Engine):
             with m.If(s1 | s2):
                 m.d.sync += x_op[lane].eq(self.inp.data[lane] - zsel)
             with m.If(s2 | s3):
-                m.d.sync += prod[lane].eq(x_op[lane] * m_op)
+                m.d.sync += prod[lane].eq(x_op[lane] * lane_m[lane])
             with m.If(s3):
                 m.d.sync += pa[lane].eq(prod[lane])
             with m.If(s4):
-                m.d.sync += acc[lane].eq(pa[lane] + prod[lane])
+                if hw.multiply:
+                    m.d.sync += acc[lane].eq(Mux(a.mul, prod[lane], pa[lane] + prod[lane]))
+                else:
+                    m.d.sync += acc[lane].eq(pa[lane] + prod[lane])
 
         params = Signal(data.ArrayLayout(REQUANT_LANE, c))
         for lane in range(c):
-            m.d.comb += [params[lane].mult.eq(1), params[lane].mult_neg.eq(1), params[lane].shift.eq(a.shift)]
+            # The sum is requantized with M = 1, the product with M = ma.
+            mult = Mux(a.mul, a.ma, 1) if hw.multiply else 1
+            m.d.comb += [params[lane].mult.eq(mult), params[lane].mult_neg.eq(mult), params[lane].shift.eq(a.shift)]
         m.d.comb += [
             self.ost.valid.eq(s5),
             self.ost.acc.eq(acc),
@@ -149,6 +180,7 @@ class AddEngine(Engine):
             self.ost.act_max.eq(a.act_max),
             self.ost.addr.eq(q5),
             self.ost.tag.eq(Cat(last5, a.tag)),
+            self.ost.table.eq(a.act_table),
         ]
         m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | s1 | s2 | s3 | s4 | s5)
         return m

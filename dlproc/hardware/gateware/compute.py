@@ -15,7 +15,8 @@ It sits between the load and store units of the decoupled access/execute pipelin
   :class:`~dlproc.hardware.gateware.lrn.LrnEngine` (LRNTAB, LRN, ``hw.lrn``) and the
   :class:`~dlproc.hardware.gateware.softmax.SoftmaxEngine` (SMXTAB, SOFTMAX, ``hw.softmax``) and the
   :class:`~dlproc.hardware.gateware.fc.FcEngine` (FC, ``hw.fc``; it shares the WGT read port with the conv
-  engine). Like POOL, their instructions start when everything before them has completed.
+  engine) and the :class:`~dlproc.hardware.gateware.act_table.ActTableEngine` (ACTTAB, ``hw.act_table``,
+  which fills the output stage's activation table). Like POOL, their instructions start when everything before them has completed.
 
 Token ports (the core's token counters sit outside; one cycle pulses, ``*_pop`` only while the
 matching ``*_valid`` is high):
@@ -58,6 +59,7 @@ from amaranth.lib.wiring import In, Out
 
 from dlproc.hardware import isa
 
+from dlproc.hardware.gateware.act_table import ActTableEngine
 from dlproc.hardware.gateware.lrn import LrnEngine
 from dlproc.hardware.gateware.engine import buffer_addr_bits, inp_word_layout, read_port, wgt_word_layout
 from dlproc.hardware.gateware.conv import CONV_CMD_LAYOUT, ConvEngine
@@ -79,7 +81,7 @@ __all__ = [
 
 
 #: Optional-block opcodes that write nothing to OUT (completion = their engine is idle again).
-_NO_OUTPUT = (isa.Opcode.LRNTAB, isa.Opcode.SMXTAB)
+_NO_OUTPUT = (isa.Opcode.LRNTAB, isa.Opcode.SMXTAB, isa.Opcode.ACTTAB)
 
 
 def _any(bits) -> Value:
@@ -141,7 +143,8 @@ class ComputeUnit(wiring.Component):
         m = Module()
         m.submodules.conv = conv = ConvEngine(self.hw, self.acc_depth)
         m.submodules.pool = pool = PoolEngine(self.hw, self.acc_depth)
-        m.submodules.ostage = ostage = OutputStage(self.c, self.out_bits, conv.ost.tag.shape().width)
+        m.submodules.ostage = ostage = OutputStage(self.c, self.out_bits, conv.ost.tag.shape().width,
+                                                   table=self.hw.act_table)
         # Optional blocks exist only when the configuration enables them; an absent block's
         # opcode stops the unit with BLOCK_ABSENT (see the sequencer).
         extra: dict[isa.Opcode, tuple[wiring.Component, stream.Interface]] = {}  # opcode -> (engine, cmd)
@@ -163,11 +166,18 @@ class ComputeUnit(wiring.Component):
             # The FC engine (fc module) runs like POOL: when everything before it has completed.
             m.submodules.fc = eng = FcEngine(self.hw)
             extra[isa.Opcode.FC] = (eng, eng.cmd)
+        if self.hw.act_table:
+            # ACTTAB (activation table): fills the output stage's table, so it runs like LRNTAB.
+            m.submodules.acttab = eng = ActTableEngine(self.hw)
+            extra[isa.Opcode.ACTTAB] = (eng, eng.tab_cmd)
+            m.d.comb += [ostage.tab_we.eq(eng.tab_we), ostage.tab_addr.eq(eng.tab_addr),
+                         ostage.tab_data.eq(eng.tab_data)]
         serial = [pool]  # engines that run only when everything else is done
         for eng, _ in extra.values():
             if eng not in serial:
                 serial.append(eng)
         prm_users = [eng for eng in serial if hasattr(eng, "prm")]
+        inp_users = [eng for eng in serial if hasattr(eng, "inp")]  # not ACTTAB
 
         # ---------------------------------------------------------------- shared ports
         # The engines never read INP (or PRM) in the same cycle: the sequencer starts a POOL (or
@@ -175,11 +185,11 @@ class ComputeUnit(wiring.Component):
         # the serial engines are, so a plain "whoever enables" mux is enough. Read data goes to
         # all; the idle ones ignore it.
         inp_addr = conv.inp.addr
-        for eng in serial:
+        for eng in inp_users:
             inp_addr = Mux(eng.inp.en, eng.inp.addr, inp_addr)
         m.d.comb += [
             self.inp.addr.eq(inp_addr),
-            self.inp.en.eq(_any([conv.inp.en, *(eng.inp.en for eng in serial)])),
+            self.inp.en.eq(_any([conv.inp.en, *(eng.inp.en for eng in inp_users)])),
             conv.inp.data.eq(self.inp.data),
             conv.prm.data.eq(self.prm.data),
         ]
@@ -190,7 +200,7 @@ class ComputeUnit(wiring.Component):
             self.prm.addr.eq(prm_addr),
             self.prm.en.eq(_any([conv.prm.en, *(eng.prm.en for eng in prm_users)])),
         ]
-        m.d.comb += [eng.inp.data.eq(self.inp.data) for eng in serial]
+        m.d.comb += [eng.inp.data.eq(self.inp.data) for eng in inp_users]
         m.d.comb += [eng.prm.data.eq(self.prm.data) for eng in prm_users]
         wgt_users = [eng for eng in serial if hasattr(eng, "wgt")]  # the FC engine streams WGT too
         if wgt_users:
@@ -207,7 +217,7 @@ class ComputeUnit(wiring.Component):
             wiring.connect(m, conv.wgt, wiring.flipped(self.wgt))
         # The same argument holds for the output stage: a serial engine's last item entered it
         # before a CONV can even start, and a CONV's drain has ended before a serial one starts.
-        for name in ("valid", "acc", "params", "zp_out", "act_min", "act_max", "addr", "tag", "keep"):
+        for name in ("valid", "acc", "params", "zp_out", "act_min", "act_max", "addr", "tag", "keep", "table"):
             value = Value.cast(getattr(conv.ost, name))
             for eng in serial:
                 value = Mux(eng.ost.valid, Value.cast(getattr(eng.ost, name)), value)
@@ -216,7 +226,7 @@ class ComputeUnit(wiring.Component):
             self.out.addr.eq(ostage.o.addr),
             self.out.data.eq(ostage.o.data),
             # One enable per lane: the lanes an item keeps (``keep``, set only by an FC whose
-            # outputs start or end inside a word) are left as they are.
+            # outputs start inside a word) are left as they are.
             self.out.en.eq(Mux(ostage.o.valid, ~ostage.o.keep, 0)),
         ]
 

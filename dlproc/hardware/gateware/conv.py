@@ -70,7 +70,7 @@ from amaranth.lib import data, memory, wiring
 from dlproc.hardware import isa
 
 from dlproc.hardware.gateware.engine import (TAG_BITS, Engine, EngineCommand, as_bounded, bounded_add,
-                                             inp_word_layout, wgt_word_layout)
+                                             inp_word_layout, table_refused, wgt_word_layout)
 from dlproc.hardware.gateware.output_stage import (
     REQUANT_LANE,
     requant_params_ok,
@@ -157,6 +157,7 @@ class ConvEngine(Engine):
                 "zp_out": Signal(signed(8), name=f"d{b}_zp", reset_less=True),
                 "act_min": Signal(signed(8), name=f"d{b}_lo", reset_less=True),
                 "act_max": Signal(signed(8), name=f"d{b}_hi", reset_less=True),
+                "act_table": Signal(name=f"d{b}_table", reset_less=True),
                 "tag": Signal(TAG_BITS, name=f"d{b}_tag", reset_less=True),
                 "params": Signal(data.ArrayLayout(REQUANT_LANE, c), name=f"d{b}_params", reset_less=True),
                 "bias": Signal(data.ArrayLayout(signed(32), c), name=f"d{b}_bias", reset_less=True),
@@ -170,7 +171,7 @@ class ConvEngine(Engine):
             CONV_CMD_LAYOUT,
             illegal=lambda f: ((f.in_w == 0) | (f.out_h == 0) | (f.out_w == 0) | (f.kh == 0) | (f.kw == 0)
                                | (f.stride_y == 0) | (f.stride_x == 0) | (f.dil_y == 0) | (f.dil_x == 0)
-                               | (f.cin_blocks == 0) | (f.act_min > f.act_max)),
+                               | (f.cin_blocks == 0) | (f.act_min > f.act_max) | table_refused(hw, f)),
             ranges=[(lambda f: f.prm_base, hw.prm_depth - 1)],
         )
         wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
@@ -239,6 +240,7 @@ class ConvEngine(Engine):
                                 d["zp_out"].eq(pay.zp_out),
                                 d["act_min"].eq(pay.act_min),
                                 d["act_max"].eq(pay.act_max),
+                                d["act_table"].eq(pay.act_table),
                                 d["tag"].eq(pay.tag),
                             ]
                     m.next = "SETUP"
@@ -485,6 +487,7 @@ class ConvEngine(Engine):
             self.ost.act_max.eq(pick("act_max")),
             self.ost.addr.eq(out1),
             self.ost.tag.eq(Cat(last1, pick("tag"))),
+            self.ost.table.eq(pick("act_table")),
         ]
 
         # ---------------------------------------------------------------- status

@@ -34,7 +34,7 @@ from amaranth.lib.wiring import In, Out
 from dlproc.hardware import isa
 from dlproc.hardware.gateware.output_stage import input_signature as output_stage_input, out_word_layout, prm_word_layout
 
-__all__ = ["TAG_BITS", "Engine", "EngineCommand", "RangeCheck", "inp_word_layout", "wgt_word_layout", "read_port", "as_bounded",
+__all__ = ["TAG_BITS", "Engine", "table_refused", "EngineCommand", "RangeCheck", "inp_word_layout", "wgt_word_layout", "read_port", "as_bounded",
            "bounded_add", "buffer_addr_bits", "engine_signature"]
 
 #: ``(end, limit)``: out of range when ``end(fields) > limit``; ``end`` maps the command's fields
@@ -112,20 +112,26 @@ def engine_signature(hw: isa.HardwareParams, commands: dict[str, data.Layout], r
 
 
 
+def table_refused(hw: isa.HardwareParams, fields: data.View) -> Value:
+    """ILLEGAL_FIELD term of an instruction with an ``act_table`` flag: set on a processor built
+    without the activation table (whose output stage would ignore it and write the untabled result)."""
+    return Const(0) if hw.act_table else fields.act_table
+
+
 class Engine(wiring.Component):
     """Base of the compute engines: the ports of :func:`engine_signature`, the hardware
     parameters (``hw``, ``c``) and the address widths of the four buffers (``inp_bits``,
     ``wgt_bits``, ``prm_bits``, ``out_bits``) that every engine's ``elaborate`` works with."""
 
     def __init__(self, hw: isa.HardwareParams, commands: dict[str, data.Layout], reads: Sequence[str], *,
-                 mac_active: bool = False) -> None:
+                 mac_active: bool = False, extra: dict[str, wiring.Member] | None = None) -> None:
         self.hw = hw
         self.c = hw.c
         self.inp_bits = buffer_addr_bits(hw, "inp")
         self.wgt_bits = buffer_addr_bits(hw, "wgt")
         self.prm_bits = buffer_addr_bits(hw, "prm")
         self.out_bits = buffer_addr_bits(hw, "out")
-        super().__init__(engine_signature(hw, commands, reads, mac_active=mac_active))
+        super().__init__(engine_signature(hw, commands, reads, mac_active=mac_active) | (extra or {}))
 
 class EngineCommand(wiring.Component):
     """Accepts one command of ``layout`` at a time and checks it (see the module docstring).

@@ -56,7 +56,7 @@ from amaranth.lib import data, memory, wiring
 
 from dlproc.hardware import isa
 
-from dlproc.hardware.gateware.engine import Engine, TAG_BITS, EngineCommand
+from dlproc.hardware.gateware.engine import Engine, TAG_BITS, EngineCommand, table_refused
 from dlproc.hardware.gateware.output_stage import REQUANT_LANE, requant_params_ok
 
 __all__ = ["FC_CMD_LAYOUT", "FcEngine", "fc_pipeline_depth"]
@@ -111,7 +111,7 @@ class FcEngine(Engine):
         m.submodules.command = command = EngineCommand(
             FC_CMD_LAYOUT,
             illegal=lambda fl: ((fl.n_in == 0) | (fl.n_out == 0) | (fl.act_min > fl.act_max)
-                                | (fl.n_out > hw.fc_out_max) | (fl.lane0 >= c)),
+                                | (fl.n_out > hw.fc_out_max) | (fl.lane0 >= c) | table_refused(hw, fl)),
             ranges=[(lambda fl: fl.n_in, hw.fc_in_depth)],
         )
         wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
@@ -401,6 +401,7 @@ class FcEngine(Engine):
             self.ost.addr.eq(s_addr),
             self.ost.tag.eq(Cat(s_last, a.tag)),
             self.ost.keep.eq(s_keep),
+            self.ost.table.eq(a.act_table),
         ]
         m.d.comb += [pipe_busy.eq(Cat(send, *(reg.valid for reg in pipe[1:])).any()),
                      self.busy.eq(~fsm.ongoing("IDLE") | pipe_busy)]

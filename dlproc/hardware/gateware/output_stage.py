@@ -10,6 +10,14 @@ The stage implements :func:`dlproc.hardware.numerics.requantize` lane by lane::
 The bias is *not* added here: the conv engine initializes its accumulators with it, so the value
 arriving here already is ``bias + sum(w * x)`` wrapped to int32.
 
+With the activation table (``table=True``: conv.ActivationTableGeneration or
+fc.SigmoidBlockGeneration) an item whose ``table`` bit is set leaves as ``TABLE[out + 128]``
+instead of ``out`` (:func:`dlproc.targets.golden.ops.table_lookup`): the table is held in C copies of
+256 x int8, one per lane, written all at once by the ACTTAB engine through ``tab_we``/``tab_addr``/
+``tab_data``. The lookup takes no cycle of its own: the clamp of stage 5 is formed combinationally
+and addresses the copies' synchronous read ports, whose data arrives together with the stage's
+registered result. Without the table the ``table`` bit is ignored (the engines refuse it first).
+
 It is a fixed-latency pipeline without back-pressure (:data:`LATENCY` cycles from ``i.valid`` to
 ``o.valid``). Every item carries its own requantization parameters, output address and a tag, so
 items of different instructions (a conv drain followed immediately by the next one, or a pool
@@ -23,10 +31,10 @@ S uint8, which is exactly the bit order of :data:`PRM_LANE` packed little-endian
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
-from amaranth.lib import data, wiring
+from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from dlproc.hardware.numerics import MAX_SHIFT, MULT_BITS
+from dlproc.hardware.numerics import ACT_TABLE_SIZE, MAX_SHIFT, MULT_BITS
 
 __all__ = [
     "PRM_LANE",
@@ -97,6 +105,8 @@ def input_signature(c: int, addr_bits: int, tag_bits: int) -> wiring.Signature:
         # value of an undriven port, writes the whole word: only the FC engine sets bits, for
         # the lanes of a word that belong to another FC instruction.
         "keep": Out(c),
+        # Map the result through the activation table (the instruction's act_table flag).
+        "table": Out(1),
     })
 
 
@@ -120,14 +130,19 @@ class OutputStage(wiring.Component):
     ``keep``.
     """
 
-    def __init__(self, c: int, addr_bits: int, tag_bits: int = 1) -> None:
+    def __init__(self, c: int, addr_bits: int, tag_bits: int = 1, table: bool = False) -> None:
         self.c = c
         self.addr_bits = addr_bits
         self.tag_bits = max(tag_bits, 1)
-        super().__init__({
+        self.table = table
+        ports = {
             "i": In(input_signature(c, addr_bits, tag_bits)),
             "o": Out(output_signature(c, addr_bits, tag_bits)),
-        })
+        }
+        if table:
+            # The activation table's write port, shared by the C copies (driven by ACTTAB).
+            ports |= {"tab_we": In(1), "tab_addr": In(range(ACT_TABLE_SIZE)), "tab_data": In(signed(8))}
+        super().__init__(ports)
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -149,6 +164,7 @@ class OutputStage(wiring.Component):
                 "lo": Signal(signed(8), name=f"s{stage}_lo", reset_less=True),
                 "hi": Signal(signed(8), name=f"s{stage}_hi", reset_less=True),
                 "lo_gt_hi": Signal(name=f"s{stage}_lo_gt_hi", reset_less=True),
+                "table": Signal(name=f"s{stage}_table", reset_less=True),
             }
 
         sides = [side(s) for s in range(LATENCY)]
@@ -166,6 +182,7 @@ class OutputStage(wiring.Component):
                 sides[0]["lo"].eq(self.i.act_min),
                 sides[0]["hi"].eq(self.i.act_max),
                 sides[0]["lo_gt_hi"].eq(self.i.act_min > self.i.act_max),
+                sides[0]["table"].eq(self.i.table if self.table else 0),
             ]
         for s in range(1, LATENCY):
             with m.If(load[s]):
@@ -245,10 +262,25 @@ class OutputStage(wiring.Component):
             # else y (lo > hi cannot reach here in practice: the engines refuse it).
             lo, hi = sides[LATENCY - 2]["lo"], sides[LATENCY - 2]["hi"]
             lo_gt_hi = sides[LATENCY - 2]["lo_gt_hi"]
+            clamp5 = Signal(signed(8), name=f"l{lane}_clamp5")
+            m.d.comb += clamp5.eq(Mux(lo_gt_hi | (sat4 > hi), hi, Mux(sat4 < lo, lo, sat4)))
             out5 = Signal(signed(8), name=f"l{lane}_out5", reset_less=True)
             with m.If(load[5]):
-                m.d.sync += out5.eq(Mux(lo_gt_hi | (sat4 > hi), hi, Mux(sat4 < lo, lo, sat4)))
-            m.d.comb += self.o.data[lane].eq(out5)
+                m.d.sync += out5.eq(clamp5)
+            if self.table:
+                # Entry y + 128 of the lane's table copy: the two's complement code with its sign
+                # bit inverted. The read port registers the address in the same cycle as out5.
+                mem = memory.Memory(shape=signed(8), depth=ACT_TABLE_SIZE, init=[])
+                m.submodules[f"act_table{lane}"] = mem
+                wp = mem.write_port()
+                rp = mem.read_port()
+                m.d.comb += [
+                    wp.addr.eq(self.tab_addr), wp.data.eq(self.tab_data), wp.en.eq(self.tab_we),
+                    rp.addr.eq(Cat(clamp5[:7], ~clamp5[7])), rp.en.eq(load[5]),
+                ]
+                m.d.comb += self.o.data[lane].eq(Mux(sides[LATENCY - 1]["table"], rp.data, out5))
+            else:
+                m.d.comb += self.o.data[lane].eq(out5)
 
         last = sides[LATENCY - 1]
         m.d.comb += [

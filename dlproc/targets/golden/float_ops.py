@@ -149,6 +149,14 @@ def add(xa: np.ndarray, xb: np.ndarray, act: Activation | None = None) -> np.nda
     return activation(xa + xb, act)
 
 
+def mul(xa: np.ndarray, xb: np.ndarray, act: Activation | None = None) -> np.ndarray:
+    """Element-wise product; ``xb`` may be a per-channel (N, C, 1, 1) vector broadcast over the pixels."""
+    xa, xb = _f32(xa), _f32(xb)
+    if np.broadcast_shapes(xa.shape, xb.shape) != xa.shape:
+        raise ValueError(f"mul: operand b {xb.shape} must broadcast to operand a {xa.shape}")
+    return activation(xa * xb, act)
+
+
 def concat(xs: Sequence[np.ndarray], axis: int = 1) -> np.ndarray:
     """Concatenation along ``axis`` (channels by default)."""
     if not xs:
@@ -172,7 +180,7 @@ def lrn(x: np.ndarray, size: int, alpha: float = 1e-4, beta: float = 0.75, bias:
 
 def channel_window_sum(v: np.ndarray, size: int) -> np.ndarray:
     """Sum of ``v`` over ONNX LRN's channel window of each channel (axis 1), via a cumulative sum."""
-    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    lo = (size - 1) // 2  # channels before j in the window; size - 1 - lo after it
     c = v.shape[1]
     padded = np.zeros((v.shape[0], c + size) + v.shape[2:], dtype=v.dtype)
     padded[:, 1 + lo : 1 + lo + c] = v

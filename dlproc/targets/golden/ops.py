@@ -20,8 +20,9 @@ from typing import Sequence
 import numpy as np
 
 from dlproc.errors import QuantizationError
-from dlproc.ir import Activation
+from dlproc.ir import TABLE_KINDS, Activation
 from dlproc.hardware.numerics import (
+    ACT_TABLE_SIZE,
     INT8_MAX,
     INT8_MIN,
     INT32_MAX,
@@ -65,12 +66,14 @@ __all__ = [
     "avgpool",
     "global_avgpool",
     "add",
+    "mul",
     "rescale",
     "concat",
     "lrn",
     "upsample_nearest",
     "softmax",
     "softmax_int8",
+    "table_lookup",
     # host-side helpers
     "quantize_tensor",
     "dequantize",
@@ -84,9 +87,11 @@ __all__ = [
     "pool_multiplier",
     "avgpool_multipliers",
     "add_params",
+    "mul_params",
     "LrnParams",
     "lrn_params",
     "softmax_exp_table",
+    "activation_table",
 ]
 
 MULT_LIMIT = 1 << MULT_BITS  # multipliers are unsigned MULT_BITS-bit integers: 0 <= M < MULT_LIMIT
@@ -320,6 +325,11 @@ def add_params(s_a: float, s_b: float, s_out: float) -> tuple[int, int, int]:
     return m_a, m_b, shift
 
 
+def mul_params(s_a: float, s_b: float, s_out: float) -> tuple[int, int]:
+    """(M, S) for :func:`mul`: M / 2**S ~= s_a * s_b / s_out."""
+    return _multiplier(float(s_a) * float(s_b) / float(s_out), "mul input scales / output scale")
+
+
 @dataclass(frozen=True)
 class LrnParams:
     """Fixed-point constants of one LRN layer: a table of (multiplier, shift) pairs."""
@@ -371,6 +381,29 @@ def softmax_exp_table(s_in: float) -> np.ndarray:
 # covers K <= 514 (2**24 / (128 * 255)); float64 covers every realistic layer (K = 4608 for a 3x3x512
 # conv: 4608 * 128 * 255 ~ 1.5e8 < 2**53), so int64 is only a safety net.
 _EXACT_LIMITS = ((np.float32, 2**24), (np.float64, 2**53))
+
+
+def activation_table(act: Activation, s_in: float, zp_in: int, s_out: float, zp_out: int) -> np.ndarray:
+    """The 256-entry int8 table of a unary activation from input (s_in, zp_in) to output (s_out, zp_out).
+
+    Entry i is the output code of input code ``i - 128``: the float function at the real input
+    ``(i - 128 - zp_in) * s_in``, quantized as :func:`quantize_tensor` does (round half to even,
+    clamp to int8), so the table is the function rounded, exactly.
+    """
+    if act is None or not act.needs_table:
+        kind = None if act is None else act.kind
+        raise QuantizationError(f"activation {kind!r} is not a table activation (allowed: {', '.join(TABLE_KINDS)}); "
+                                "ReLU, leaky ReLU and clip are the requantization's clamp and negative multiplier")
+    for what, scale in (("input", s_in), ("output", s_out)):
+        if not (math.isfinite(scale) and scale > 0):
+            raise QuantizationError(f"activation table: {what} scale must be finite and > 0, got {scale!r}")
+    x = (np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.float64) - int(zp_in)) * float(s_in)
+    y = act.apply(x)
+    if not np.all(np.isfinite(y)):
+        raise QuantizationError(f"activation {act.kind!r} is not finite on the input range "
+                                f"[{x[0]:.4g}, {x[-1]:.4g}]")
+    q = np.rint(y / float(s_out)) + int(zp_out)
+    return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
 
 
 def _exact_matmul(a: np.ndarray, b: np.ndarray, dtype: type | None = None) -> np.ndarray:
@@ -564,6 +597,37 @@ def add(
     return requantize(acc, 1, int(shift), zp_out, act_min, act_max)
 
 
+def mul(
+    xa: np.ndarray,
+    za: int,
+    xb: np.ndarray,
+    zb: int,
+    mult: int,
+    shift: int,
+    zp_out: int,
+    act_min: int = INT8_MIN,
+    act_max: int = INT8_MAX,
+) -> np.ndarray:
+    """Element-wise multiply of two int8 tensors: ``acc = (xa - za) * (xb - zb)`` (|acc| <= 2**16,
+    exact), then ``requantize(acc, M, S, zp_out, act_min, act_max)`` (the adder's ``mul`` mode).
+
+    ``xb`` may broadcast against ``xa`` with NumPy's rules along the channel axis: an (N, C, 1, 1)
+    vector scales every pixel of its channel (squeeze-and-excitation)."""
+    xa, xb = np.asarray(xa), np.asarray(xb)
+    try:
+        shape = np.broadcast_shapes(xa.shape, xb.shape)
+    except ValueError:
+        raise ValueError(f"mul operands do not broadcast: {xa.shape} and {xb.shape}") from None
+    if shape != xa.shape:
+        raise ValueError(f"mul: operand b {xb.shape} must broadcast to operand a {xa.shape}")
+    if not 0 <= int(mult) < MULT_LIMIT:
+        raise ValueError(f"mult must be in [0, 2**{MULT_BITS}), got {mult}")
+    if not 0 <= int(shift) <= MAX_SHIFT:
+        raise ValueError(f"shift must be in [0, {MAX_SHIFT}], got {shift}")
+    acc = _centered(xa, za).astype(np.int64) * _centered(xb, zb).astype(np.int64)
+    return requantize(acc, int(mult), int(shift), zp_out, act_min, act_max)
+
+
 def rescale(
     x: np.ndarray,
     zp_in: int,
@@ -580,6 +644,16 @@ def rescale(
     act_min/act_max, leaky ReLU via mult_neg).
     """
     return requantize(_centered(x, zp_in), mult, shift, zp_out, act_min, act_max, mult_neg)
+
+
+def table_lookup(x: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """The activation table applied to int8 codes: ``table[x + 128]`` (docs/numerics.md section 11)."""
+    table = np.asarray(table)
+    if table.shape != (ACT_TABLE_SIZE,):
+        raise ValueError(f"an activation table has {ACT_TABLE_SIZE} entries, got shape {table.shape}")
+    if table.min() < INT8_MIN or table.max() > INT8_MAX:
+        raise ValueError("activation table entries must be int8 (-128..127)")
+    return table.astype(np.int8)[np.asarray(x).astype(np.int16) + 128]
 
 
 def concat(xs: Sequence[np.ndarray], axis: int = 1) -> np.ndarray:

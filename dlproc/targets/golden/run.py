@@ -107,6 +107,7 @@ _FLOAT_OPS: dict[str, Callable[[Layer, list[np.ndarray]], np.ndarray]] = {
     "global_avgpool": lambda l, a: float_ops.global_avgpool(a[0]),
     "act": lambda l, a: float_ops.activation(a[0], l.activation),
     "add": lambda l, a: float_ops.add(a[0], a[1], l.activation),
+    "mul": lambda l, a: float_ops.mul(a[0], a[1], l.activation),
     "concat": lambda l, a: float_ops.concat(a, axis=1),
     "lrn": lambda l, a: float_ops.lrn(
         a[0], int(l.attrs["size"]), float(l.attrs.get("alpha", 1e-4)),
@@ -223,6 +224,8 @@ def _fc_int8(layer: "QLayer", srcs: list, args: list[np.ndarray]) -> np.ndarray:
 
 
 def _act_int8(layer: "QLayer", srcs: list, args: list[np.ndarray]) -> np.ndarray:
+    if "act_table" in layer.params:  # a table activation (sigmoid, SiLU, ...): the output stage's lookup
+        return ops.table_lookup(args[0], layer.params["act_table"])
     q = layer.q
     return ops.rescale(
         args[0], srcs[0].zero_point, q["mult"], q["shift"], layer.zero_point,
@@ -283,6 +286,8 @@ _INT_OPS: dict[str, Callable[["QLayer", list, list[np.ndarray]], np.ndarray]] = 
     "avgpool": _avgpool_int8,
     "global_avgpool": _global_avgpool_int8,
     "add": _add_int8,
+    "mul": lambda l, s, a: ops.mul(a[0], s[0].zero_point, a[1], s[1].zero_point, l.q["mult"], l.q["shift"],
+                                   l.zero_point, l.act_min, l.act_max),
     "concat": _concat_int8,
     "lrn": _lrn_int8,
     "upsample": lambda l, s, a: ops.upsample_nearest(a[0], l.attrs["scale"]),

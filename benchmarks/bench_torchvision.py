@@ -1,0 +1,171 @@
+"""Benchmark: torchvision's classifiers as ``torch.onnx.export`` writes them, through dlproc.
+
+    python benchmarks/bench_torchvision.py [--models a,b,...] [--rtl a,b,...|all] [--json]
+
+Needs the optional ``[torch]`` extra (``pip install -e '.[torch]'``: torch and torchvision); CI
+does not install it. For every model (random weights, eval mode), exported with
+``torch.onnx.export(model, x, f, opset_version=17, dynamo=False)`` (the TorchScript exporter,
+whose graphs are the ones users bring):
+
+* at 224x224: ``dlproc stats`` (MACs, parameters) and ``dlproc estimate`` on ``de10nano_int8``
+  and ``arria10soc_int8``, or the one-line error that stops them;
+* at 64x64: quantized with 8 random calibration images, the int8 logits of the golden model
+  against ONNX Runtime's float logits on 2 other random images (SQNR in dB); with ``--rtl``, one
+  frame on the Verilated C = 4 configuration (``rtl_config``), bit for bit against the golden
+  model, with its cycles.
+
+Figures are cycle counts and ratios (stable); the seconds column is wall-clock and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dlproc.compiler import compile_network
+from dlproc.config import ProcessorConfig
+from dlproc.errors import DlprocError
+from dlproc.estimate import estimate_compiled
+from dlproc.estimate.performance import synthetic_quantize
+from dlproc.frontends.onnx import load_onnx
+from dlproc.frontends.stats import network_stats
+
+PRESETS = ("de10nano_int8", "arria10soc_int8")
+
+#: torchvision classification models up to about 5 G MACs at 224x224 (issue 23's list).
+MODELS = (
+    "alexnet", "resnet18", "resnet34", "resnet50", "resnext50_32x4d", "vgg11", "vgg16", "squeezenet1_1",
+    "googlenet", "densenet121", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_b0",
+    "efficientnet_b1", "efficientnet_b2", "efficientnet_b3", "shufflenet_v2_x1_0", "mnasnet1_0",
+    "regnet_x_400mf", "regnet_y_400mf",
+)
+
+
+def export(name: str, size: int) -> bytes:
+    """The model's ONNX bytes at ``size`` x ``size`` (random weights, eval mode, opset 17)."""
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    kwargs = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
+    model = getattr(torchvision.models, name)(weights=None, **kwargs).eval()
+    buf = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(model, torch.zeros(1, 3, size, size), buf, opset_version=17, dynamo=False,
+                          input_names=["x"], output_names=["logits"])
+    return buf.getvalue()
+
+
+def rtl_config() -> ProcessorConfig:
+    """C = 4 with every block a torchvision classifier needs (activation table, multiply, LRN off)."""
+    cfg = ProcessorConfig()
+    cfg.set_module_property("conv", "ConvThreadNumber", 16)
+    cfg.set_module_property("conv", "ActivationTableGeneration", True)
+    cfg.set_module_property("conv", "WeightMemorySize", 1 << 18)
+    return cfg
+
+
+def first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:300]
+
+
+def at_224(name: str, row: dict) -> None:
+    with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
+        f.write(export(name, 224))
+        f.flush()
+        try:
+            net = load_onnx(f.name)
+        except DlprocError as exc:
+            row["import_224"] = first_line(exc)
+            return
+    st = network_stats(net)
+    row["macs"], row["params"] = int(st.macs), int(st.params)
+    qnet = synthetic_quantize(net)
+    for preset in PRESETS:
+        cfg = ProcessorConfig.preset(preset)
+        try:
+            row[f"estimate_{preset}"] = estimate_compiled(compile_network(qnet, cfg), cfg).cycles
+        except DlprocError as exc:
+            row[f"estimate_{preset}"] = first_line(exc)
+
+
+def at_64(name: str, row: dict, rtl: bool) -> None:
+    import onnxruntime as ort
+
+    from dlproc.quant import Quantizer
+    from dlproc.targets.golden.run import run_int8
+
+    data = export(name, 64)
+    with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
+        f.write(data)
+        f.flush()
+        try:
+            net = load_onnx(f.name)
+        except DlprocError as exc:
+            row["import_64"] = first_line(exc)
+            return
+        rng = np.random.default_rng(1)
+        cal = rng.uniform(-1, 1, (8, 3, 64, 64)).astype(np.float32)
+        x = rng.uniform(-1, 1, (2, 3, 64, 64)).astype(np.float32)
+        cfg = rtl_config()
+        try:
+            q = Quantizer(net, config=cfg)
+            q.calibrate(cal)
+            qnet = q.quantize()
+        except DlprocError as exc:
+            row["quantize_64"] = first_line(exc)
+            return
+        sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        ref = np.concatenate([sess.run(None, {"x": x[i:i + 1]})[0] for i in range(len(x))]).reshape(len(x), -1)
+        out = qnet.outputs[0]
+        got = qnet.dequantize(out, run_int8(qnet, qnet.quantize_input(x))[out]).reshape(len(x), -1)
+        row["sqnr_db_64"] = round(float(10 * np.log10(np.sum(ref ** 2) / max(np.sum((got - ref) ** 2), 1e-30))), 1)
+        if not rtl:
+            return
+        from dlproc.cluster.verify import rtl_frame
+
+        try:
+            cn = compile_network(qnet, cfg)
+            row["rtl_cycles_64"], row["bit_exact_64"] = rtl_frame(qnet, cn, cfg)
+        except DlprocError as exc:
+            row["rtl_64"] = first_line(exc)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--rtl", default="", help="models to run on the RTL at 64x64 (comma-separated, or 'all')")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except ImportError:
+        print("bench_torchvision needs torch and torchvision: pip install -e '.[torch]'", file=sys.stderr)
+        return 2
+    models = [m for m in args.models.split(",") if m]
+    rtl = set(models) if args.rtl == "all" else {m for m in args.rtl.split(",") if m}
+    rows = []
+    for name in models:
+        start = time.monotonic()
+        row: dict = {"model": name}
+        at_224(name, row)
+        at_64(name, row, name in rtl)
+        row["seconds"] = round(time.monotonic() - start, 1)
+        rows.append(row)
+        if not args.json:
+            print(json.dumps(row), flush=True)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""ONNX models with the patterns torch.onnx.export writes (opset 17), built with onnx.helper:
+SiLU as ``Mul(x, Sigmoid(x))``, HardSwish, HardSigmoid, Sigmoid, Tanh, Softplus fused into a conv,
+an add and a Gemm and standalone after a concat and after a conv read twice; squeeze-and-excitation
+(a channel-wise Mul). Shared by the compiler tests (ISA-level simulator) and the RTL tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from dlproc.frontends.onnx import load_onnx
+from dlproc.quant import Quantizer
+
+
+def _init(rng, name: str, shape, scale: float = 0.3):
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def activations_model(seed: int = 40) -> onnx.ModelProto:
+    """x (3x8x8) -> conv 3x3 (8) -> SiLU -> conv 1x1 (8) -> HardSwish -> [a]
+    a -> conv 3x3 (4) -> Sigmoid -> [b];  a -> conv 1x1 (4) -> [c]  (c is read by Gelu and Concat)
+    concat(b, c) -> Tanh (standalone: a concat has no requantization) -> [t] -> conv 1x1 (4) -> [c5]
+    c -> Softplus (standalone: c has two readers) -> [g];  add(g, c5) -> HardSigmoid (fused into the add)
+    -> global pool -> Gemm (5) -> Sigmoid (fused into the FC)."""
+    rng = np.random.default_rng(seed)
+    inits = [_init(rng, "w1", (8, 3, 3, 3)), _init(rng, "b1", (8,), 0.1),
+             _init(rng, "w2", (8, 8, 1, 1)), _init(rng, "b2", (8,), 0.1),
+             _init(rng, "w3", (4, 8, 3, 3), 0.2), _init(rng, "b3", (4,), 0.1),
+             _init(rng, "w4", (4, 8, 1, 1)), _init(rng, "b4", (4,), 0.1),
+             _init(rng, "w5", (4, 8, 1, 1)), _init(rng, "b5", (4,), 0.1),
+             _init(rng, "fw", (5, 4), 0.5), _init(rng, "fb", (5,), 0.1)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+        helper.make_node("Sigmoid", ["c1"], ["s1"], name="sig1"),
+        helper.make_node("Mul", ["c1", "s1"], ["silu1"], name="silu1"),
+        helper.make_node("Conv", ["silu1", "w2", "b2"], ["c2"], name="conv2"),
+        helper.make_node("HardSwish", ["c2"], ["a"], name="hswish"),
+        helper.make_node("Conv", ["a", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1], name="conv3"),
+        helper.make_node("Sigmoid", ["c3"], ["b"], name="sig3"),
+        helper.make_node("Conv", ["a", "w4", "b4"], ["c"], name="conv4"),
+        helper.make_node("Concat", ["b", "c"], ["bc"], axis=1, name="cat"),
+        helper.make_node("Tanh", ["bc"], ["t"], name="tanh"),
+        helper.make_node("Softplus", ["c"], ["g"], name="softplus"),
+        helper.make_node("Conv", ["t", "w5", "b5"], ["c5"], name="conv5"),
+        helper.make_node("Add", ["g", "c5"], ["sum"], name="add"),
+        helper.make_node("HardSigmoid", ["sum"], ["hs"], alpha=1.0 / 6, beta=0.5, name="hsig"),
+        helper.make_node("GlobalAveragePool", ["hs"], ["gp"], name="gap"),
+        helper.make_node("Flatten", ["gp"], ["flat"], name="flat"),
+        helper.make_node("Gemm", ["flat", "fw", "fb"], ["logits"], transB=1, name="fc"),
+        helper.make_node("Sigmoid", ["logits"], ["y"], name="sig_fc"),
+    ]
+    graph = helper.make_graph(nodes, "activations",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def quantized_activations(config=None, seed: int = 40):
+    """(float network, quantized network, calibration data) of :func:`activations_model`."""
+    net = load_onnx(activations_model(seed))
+    x = np.random.default_rng(seed + 1).uniform(-1, 1, (16, 3, 8, 8)).astype(np.float32)
+    q = Quantizer(net, config=config)
+    q.calibrate(x)
+    return net, q.quantize(), x
+
+
+def se_model(seed: int = 50, ch: int = 8, hw: int = 8) -> onnx.ModelProto:
+    """EfficientNet's squeeze-and-excitation as torch exports it: conv 3x3 -> SiLU -> [a];
+    a -> GlobalAveragePool -> conv 1x1 (2) -> SiLU -> conv 1x1 (ch) -> Sigmoid -> [gate];
+    Mul(a, gate) (a per-channel vector broadcast over the pixels) -> conv 1x1 (4)."""
+    rng = np.random.default_rng(seed)
+    inits = [_init(rng, "w1", (ch, 3, 3, 3)), _init(rng, "b1", (ch,), 0.1),
+             _init(rng, "wr", (2, ch, 1, 1), 0.5), _init(rng, "br", (2,), 0.1),
+             _init(rng, "we", (ch, 2, 1, 1), 0.5), _init(rng, "be", (ch,), 0.1),
+             _init(rng, "w2", (4, ch, 1, 1)), _init(rng, "b2", (4,), 0.1)]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+             helper.make_node("Sigmoid", ["c1"], ["s1"], name="sig1"),
+             helper.make_node("Mul", ["c1", "s1"], ["a"], name="silu"),
+             helper.make_node("GlobalAveragePool", ["a"], ["g"], name="se_pool"),
+             helper.make_node("Conv", ["g", "wr", "br"], ["r"], name="se_reduce"),
+             helper.make_node("Sigmoid", ["r"], ["rs"], name="se_sig_r"),
+             helper.make_node("Mul", ["rs", "r"], ["rsilu"], name="se_silu"),
+             helper.make_node("Conv", ["rsilu", "we", "be"], ["e"], name="se_expand"),
+             helper.make_node("Sigmoid", ["e"], ["gate"], name="se_gate"),
+             helper.make_node("Mul", ["gate", "a"], ["scaled"], name="se_mul"),
+             helper.make_node("Conv", ["scaled", "w2", "b2"], ["y"], name="project")]
+    graph = helper.make_graph(nodes, "se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, hw, hw])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, hw, hw])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def quantized_se(config=None, seed: int = 50, ch: int = 8, hw: int = 8):
+    """(float network, quantized network, calibration data) of :func:`se_model`."""
+    net = load_onnx(se_model(seed, ch, hw))
+    x = np.random.default_rng(seed + 1).uniform(-1, 1, (16, 3, hw, hw)).astype(np.float32)
+    q = Quantizer(net, config=config)
+    q.calibrate(x)
+    return net, q.quantize(), x
