@@ -76,9 +76,22 @@ def first_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0][:300]
 
 
+def exported(name: str, size: int, row: dict) -> bytes | None:
+    """``export``, or None with the exporter's one-line error in the row (torch's own limits:
+    AlexNet's adaptive pool cannot upsample a 1x1 map at 64x64, for example)."""
+    try:
+        return export(name, size)
+    except Exception as exc:  # the exporter raises many types; the row records what it said
+        row[f"export_{size}"] = f"{type(exc).__name__}: {first_line(exc)}"
+        return None
+
+
 def at_224(name: str, row: dict) -> None:
+    data = exported(name, 224, row)
+    if data is None:
+        return
     with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
-        f.write(export(name, 224))
+        f.write(data)
         f.flush()
         try:
             net = load_onnx(f.name)
@@ -102,7 +115,9 @@ def at_64(name: str, row: dict, rtl: bool) -> None:
     from dlproc.quant import Quantizer
     from dlproc.targets.golden.run import run_int8
 
-    data = export(name, 64)
+    data = exported(name, 64, row)
+    if data is None:
+        return
     with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
         f.write(data)
         f.flush()

@@ -308,6 +308,10 @@ class _Lowerer:
         out_c, out_h, out_w = layer.shape.as_tuple()
         macs = out_h * out_w * co * cig * kh * kw
         fused = f" (fused: {' + '.join(layer.origin)})" if len(layer.origin) > 1 else ""
+        cmap = self._map_of(src.name)
+        if cmap is not None and cig == 1 and co == int(layer.attrs.get("groups", 1)) == len(cmap):
+            self._lower_depthwise_padded(layer, src, cmap, macs, fused)
+            return
         if self._should_fold(layer, src):
             a = layer.attrs
             cin = src.shape.c
@@ -335,6 +339,32 @@ class _Lowerer:
         self._add_tensor(self._dst(layer), shape)
         if len(layer.origin) > 1:
             self.notes.append(f"{layer.name}: {' + '.join(layer.origin)} fused into one conv")
+
+    def _lower_depthwise_padded(self, layer: Any, src: Any, cmap: np.ndarray, macs: int, fused: str) -> None:
+        """A depthwise conv (one input channel per output channel, e.g. a BatchNormalization that could
+        not be folded) reading a concat with padding channels: it works per channel, so it runs over
+        the physical channels (zero weights, bias and multiplier on the padding ones) and its output
+        keeps the channel map, as a standalone activation does."""
+        phys = self.tensors[src.name].shape[0]
+        p = layer.params
+
+        def spread(v: Any, shape: tuple[int, ...] = ()) -> np.ndarray:
+            v = np.asarray(v)
+            out = np.zeros((phys,) + shape, dtype=v.dtype)
+            out[cmap] = v.reshape((len(cmap),) + shape)
+            return out
+
+        mneg = p.get("mult_neg")
+        spec = ConvLayer(weight=spread(p["weight"], p["weight"].shape[1:]), bias=spread(p["bias"]),
+                         mult=spread(p["mult"]), shift=spread(p["shift"]),
+                         mult_neg=None if mneg is None else spread(mneg), zp_in=int(src.zero_point),
+                         zp_out=int(layer.zero_point), act_min=int(layer.act_min), act_max=int(layer.act_max),
+                         stride=layer.attrs.get("stride", 1), pads=layer.attrs.get("pads", 0),
+                         dilation=layer.attrs.get("dilation", 1), groups=phys, act_table=self._table(layer))
+        shape = self._op(layer, "conv", spec, src.name, self._dst(layer), macs,
+                         note=(f"depthwise over the {phys} physical channels of a padded concat{fused}"
+                               + self._fused_note(layer)))
+        self._add_tensor(self._dst(layer), shape, cmap)
 
     def _mergeable(self, layer: Any) -> bool:
         """A 1x1 stride-1 unpadded conv whose output only other hardware layers read, never a concat."""

@@ -3,7 +3,8 @@
 The importer walks the graph's nodes in their (topological) order and builds IR layers with its
 own per-operator shape rules, so every shape it reports is one it understands. On the way it
 
-* folds BatchNormalization into the conv (or fully connected) layer in front of it,
+* folds BatchNormalization into the conv (or fully connected) layer in front of it (a
+  BatchNormalization that cannot be folded, e.g. after a Concat, becomes a 1x1 depthwise conv),
 * folds an Add of a constant into the bias of the conv/fc in front of it (MatMul + Add = fc),
 * fuses Relu, LeakyRelu and Clip into the conv/fc/add in front of them when that layer has no
   other consumer (otherwise the activation becomes a standalone ``act`` layer),
@@ -584,18 +585,26 @@ class _Importer:
                                   ((1, "scale"), (2, "B"), (3, "mean"), (4, "var")))
         layer = self._sole_consumer(value, node.input[0])
         src = self.by_name[value.layer]
-        if layer is None or layer.op not in _WEIGHTED_OPS or layer.activation is not None:
-            raise self._error(
-                node, f"cannot be folded: it must directly follow a conv or fully connected layer whose "
-                f"output it alone reads, but its input comes from {src.op} {src.name!r}"
-                + (" with an activation already applied" if src.activation is not None else "")
-                + ("" if self.uses[self._resolve(node.input[0])] == 1 else " that has other consumers")
-            )
-        channels = layer.shape.c
-        eps = np.float32(attrs.get("epsilon", 1e-5))
+        eps = float(np.float32(attrs.get("epsilon", 1e-5)))
+        foldable = layer is not None and layer.op in _WEIGHTED_OPS and layer.activation is None
+        channels = layer.shape.c if foldable else src.shape.c
         vectors = [self._per_channel(node, v, channels, rank=2) for v in (scale, beta, mean, var)]
         scale, beta, mean, var = (v.astype(np.float64) for v in vectors)
-        factor = scale / np.sqrt(var + float(eps))
+        factor = scale / np.sqrt(var + eps)
+        if not foldable:
+            # A BatchNormalization after a concat, a pool, an activation or a tensor with other
+            # readers (DenseNet's pre-activation): a per-channel affine y = factor * x + shift, run
+            # as a 1x1 depthwise conv (exact in float; a ReLU after it fuses into it as usual).
+            if value.flat or value.rank != 4:
+                raise self._error(node, "a BatchNormalization that cannot be folded into the layer in front "
+                                  "must read a 4-D feature map")
+            shift = beta - mean * factor
+            self._add_layer(node, "conv", [src.name], src.shape, rank=value.rank, attrs={
+                "kernel": (1, 1), "stride": (1, 1), "pads": (0, 0, 0, 0), "dilation": (1, 1),
+                "groups": channels, "activation": None},
+                params={"weight": factor.reshape(channels, 1, 1, 1).astype(np.float32),
+                        "bias": shift.astype(np.float32)})
+            return
         w = layer.params["weight"].astype(np.float64)
         layer.params["weight"] = (w * factor.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)
         layer.params["bias"] = ((layer.params["bias"] - mean) * factor + beta).astype(np.float32)

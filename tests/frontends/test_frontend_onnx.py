@@ -151,16 +151,30 @@ def test_activation_not_fused_when_producer_has_other_consumers():
     assert net["add"].origin == ["add", "relu2"]
 
 
-def test_batchnorm_that_cannot_be_folded_is_an_error():
+def test_batchnorm_that_cannot_be_folded_is_a_depthwise_conv():
+    """A BatchNormalization after an activation, or after a Concat (DenseNet's pre-activation
+    BN -> ReLU), becomes a 1x1 depthwise conv (the ReLU after it fuses into it)."""
+    rng = np.random.default_rng(7)
+    s, b, m = (rng.uniform(0.5, 1.5, 8).astype(np.float32) for _ in range(3))
+    v = rng.uniform(0.5, 2.0, 8).astype(np.float32)
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
         helper.make_node("Relu", ["c"], ["r"], name="relu"),
-        helper.make_node("BatchNormalization", ["r", "s", "b", "m", "v"], ["y"], name="bn_after_relu"),
+        helper.make_node("Concat", ["r", "x2"], ["cat"], axis=1, name="cat"),
+        helper.make_node("BatchNormalization", ["cat", "s", "b", "m", "v"], ["bn"], name="bn_after_concat"),
+        helper.make_node("Relu", ["bn"], ["y"], name="relu2"),
     ]
-    v = np.ones(4, np.float32)
-    model = _model(nodes, [1, 3, 4, 4], None, dict(w=_rand(4, 3, 1, 1), s=v, b=v, m=v, v=v))
-    with pytest.raises(ModelError, match=r"BatchNormalization 'bn_after_relu': cannot be folded.*activation"):
-        load_onnx(model)
+    inits = dict(w=_rand(4, 3, 1, 1), s=s, b=b, m=m, v=v)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w4"], ["x2"], name="conv2")] + nodes, "bn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 4, 4])],
+        initializer=[numpy_helper.from_array(a, k) for k, a in (inits | {"w4": _rand(4, 3, 1, 1)}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    net = _check(model, (1, 3, 4, 4))
+    bn = net["bn_after_concat"]
+    assert bn.op == "conv" and bn.attrs["groups"] == 8 and bn.weight.shape == (8, 1, 1, 1)
+    assert bn.inputs == ["cat"] and bn.activation == Activation("relu") and bn.origin == ["bn_after_concat", "relu2"]
 
 
 # -- fully connected ------------------------------------------------------------------------------
