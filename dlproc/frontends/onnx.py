@@ -720,6 +720,20 @@ class _Importer:
 
     def _global_avgpool(self, node: onnx.NodeProto) -> None:
         value, src = self._feature_map(node)
+        windows = _global_pool_windows(src.shape.h, src.shape.w)
+        if windows is not None:
+            # The POOL window is at most 31x31: a larger plane (squeeze-and-excitation at 112x112)
+            # is first averaged over equal k x k windows that tile it, then globally. The average of
+            # equal-sized window averages is the global average exactly (in float); the quantizer
+            # calibrates the intermediate tensor like any other.
+            (kh, kw) = windows
+            first = self._add_layer(node, "avgpool", [value.layer], Shape(src.shape.c, src.shape.h // kh,
+                                                                          src.shape.w // kw),
+                                    attrs={"kernel": (kh, kw), "stride": (kh, kw), "pads": (0, 0, 0, 0),
+                                           "count_include_pad": False},
+                                    name=f"{_label(node)}/windows", tensor=f"{node.output[0]}/windows")
+            self._add_layer(node, "global_avgpool", [first.name], Shape(src.shape.c, 1, 1))
+            return
         self._add_layer(node, "global_avgpool", [value.layer], Shape(src.shape.c, 1, 1))
 
     def _add(self, node: onnx.NodeProto) -> None:
@@ -948,6 +962,27 @@ class _Importer:
             begin.append(b)
             end.append(e)
         return (begin[0], begin[1], end[0], end[1])
+
+#: The largest POOL window side and stride (the instruction's kh/kw and stride fields).
+_POOL_WINDOW_MAX, _POOL_STRIDE_MAX = 31, 7
+
+
+def _global_pool_windows(h: int, w: int) -> tuple[int, int] | None:
+    """For a global average pool over an h x w plane larger than one POOL window: the window
+    (kh, kw), each side at most the POOL stride limit 7 (the windows tile the plane, so the stride
+    is the window), that tiles the plane exactly into at most 31 x 31 windows (the largest such
+    sides: 7 x 7 for 112 x 112), or None when the plane fits one window or no exact tiling exists
+    (the compiler then names the limit)."""
+    if h <= _POOL_WINDOW_MAX and w <= _POOL_WINDOW_MAX:
+        return None
+
+    def side(n: int) -> int | None:
+        fits = [k for k in range(1, _POOL_STRIDE_MAX + 1) if n % k == 0 and n // k <= _POOL_WINDOW_MAX]
+        return max(fits) if fits else None
+
+    kh, kw = side(h), side(w)
+    return None if kh is None or kw is None else (kh, kw)
+
 
 def _label(node: onnx.NodeProto) -> str:
     """The name a node is known by: its own name, else its first output's name."""

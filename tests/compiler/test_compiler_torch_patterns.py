@@ -1,0 +1,110 @@
+"""Patterns of torchvision's exports that need a rewrite at import, each imported, compiled and
+bit-exact on the ISA-level simulator against the golden model (and equal to ONNX Runtime in float):
+
+* a BatchNormalization that cannot be folded (DenseNet's pre-activation: Concat -> BN -> ReLU ->
+  conv) runs as a 1x1 depthwise conv, also over a concat with padding channels (5 + 6 at C = 4);
+* a GlobalAveragePool over a plane larger than one POOL window (squeeze-and-excitation at
+  112x112) is an average pool over equal windows that tile the plane, then a global one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxruntime as ort
+
+from dlproc.compiler import compile_network
+from dlproc.frontends.onnx import load_onnx
+from dlproc.quant import Quantizer
+from dlproc.targets.golden.run import run_int8
+from dlproc.targets.workflow import Workflow
+
+from layerprog_cases import small_config
+
+
+def densenet_block(c1: int, c2: int, seed: int = 9):
+    rng = np.random.default_rng(seed)
+    ch = c1 + c2
+
+    def init(name, *shape, lo=-0.5, hi=0.5):
+        return numpy_helper.from_array(rng.uniform(lo, hi, shape).astype(np.float32), name)
+
+    inits = [init("w1", c1, 3, 3, 3), init("w2", c2, 3, 1, 1), init("s", ch, lo=0.5, hi=1.5),
+             init("b", ch), init("m", ch), init("v", ch, lo=0.5, hi=2.0), init("w3", 4, ch, 1, 1)]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1], name="conv_a"),
+             helper.make_node("Conv", ["x", "w2"], ["b2"], name="conv_b"),
+             helper.make_node("Concat", ["a", "b2"], ["cat"], axis=1, name="cat"),
+             helper.make_node("BatchNormalization", ["cat", "s", "b", "m", "v"], ["bn"], name="norm"),
+             helper.make_node("Relu", ["bn"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w3"], ["y"], name="conv_out")]
+    graph = helper.make_graph(nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _isasim_matches_golden(net, cfg, x):
+    q = Quantizer(net, config=cfg)
+    q.calibrate(x)
+    qnet = q.quantize()
+    cn = compile_network(qnet, cfg)
+    ref = run_int8(qnet, qnet.quantize_input(x[:2]), collect=True)
+    wf = Workflow(cn, cfg, target="golden")
+    try:
+        wf.predict(x[:2], display=False)
+    finally:
+        wf.close()
+    for t in cn.outputs:
+        np.testing.assert_array_equal(wf.last_hw_values[t.name], ref[t.name], err_msg=t.name)
+
+
+@pytest.mark.parametrize("c1, c2", [(8, 4), (5, 6)])  # (5, 6): the concat has padding channels at C = 4
+def test_unfoldable_batchnorm_runs_as_a_depthwise_conv(c1, c2):
+    net = load_onnx(densenet_block(c1, c2))
+    norm = net["norm"]
+    assert norm.op == "conv" and norm.attrs["groups"] == c1 + c2 and norm.activation.kind == "relu"
+    cfg = small_config(4, inp=(16, 16, 16), out=(16, 16, 4), wgt=16384)
+    x = np.random.default_rng(10).uniform(-1, 1, (8, 3, 8, 8)).astype(np.float32)
+    q = Quantizer(net, config=cfg)
+    q.calibrate(x)
+    qnet = q.quantize()
+    cn = compile_network(qnet, cfg)
+    ref = run_int8(qnet, qnet.quantize_input(x[:2]), collect=True)
+    wf = Workflow(cn, cfg, target="golden")
+    try:
+        wf.predict(x[:2], display=False)
+    finally:
+        wf.close()
+    for t in cn.outputs:
+        np.testing.assert_array_equal(wf.last_hw_values[t.name], ref[t.name], err_msg=t.name)
+
+
+def global_pool_model(hw: int):
+    rng = np.random.default_rng(hw)
+    w = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (4, 3, 1, 1)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap")]
+    graph = helper.make_graph(nodes, "gap", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, hw, hw])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 1, 1])], initializer=[w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("hw, window", [(40, 5), (62, 2), (20, None)])
+def test_large_global_pool_is_two_pools(hw, window):
+    from dlproc.targets.golden.run import run_float
+
+    model = global_pool_model(hw)
+    net = load_onnx(model)
+    if window is None:
+        assert [l.op for l in net][-1] == "global_avgpool" and "gap/windows" not in net
+    else:
+        first = net["gap/windows"]
+        assert first.op == "avgpool" and first.attrs["kernel"] == (window, window)
+        assert first.shape.as_tuple() == (4, hw // window, hw // window) and net["gap"].inputs == ["gap/windows"]
+    x = np.random.default_rng(11).uniform(-1, 1, (6, 3, hw, hw)).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(run_float(net, x[:1])["gap"], sess.run(None, {"x": x[:1]})[0], rtol=1e-5, atol=1e-6)
+    cfg = small_config(4, inp=(64, 64, 8), out=(32, 32, 4), wgt=16384)
+    _isasim_matches_golden(net, cfg, x)
