@@ -152,6 +152,9 @@ OPS: dict[str, tuple[str, ...]] = {
     # Element-wise multiply; input 1 is the same shape as input 0 or a (C, 1, 1) per-channel vector.
     "mul": ("activation",),
     "concat": (),
+    # A selection/permutation of the input's channels: output channel k is input channel index[k]
+    # (channel shuffle, Split and Slice along the channels). The compiler makes it an address remap.
+    "channels": ("index",),
     "lrn": ("size", "alpha", "beta", "bias"),
     "softmax": (),
     "upsample": ("scale",),

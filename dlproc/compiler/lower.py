@@ -204,6 +204,8 @@ class _Lowerer:
         self.fold: InputFold | None = None
         self.input_name = qnet.inputs[0]
         self.input_tensor = self.input_name
+        #: tensors that are channel views of another (``channels`` layers: no memory of their own)
+        self.views: set[str] = set()
         #: producer name -> the table act fused into it (see the module docstring)
         self.tabled = self._table_fusions()
         self.fused_acts = {act.name for act in self.tabled.values()}
@@ -587,6 +589,36 @@ class _Lowerer:
                          note=f"element-wise multiply (ADD.mul, {what}){self._fused_note(layer)}", src2=b.name)
         self._add_tensor(self._dst(layer), shape, ma)
 
+    def _lower_channels(self, layer: Any) -> None:
+        """A channel selection/permutation (shuffle, Split, Slice): no instructions. The layer's tensor
+        is a view of its input's memory whose channel map picks the physical channels; convs and fcs
+        read it through zero-padded weights, per-channel layers keep the map, a concat copies it
+        compactly. A view the host reads is copied compactly into a tensor of its own."""
+        src = self.qnet[layer.inputs[0]]
+        t = self.tensors[src.name]
+        base = t.channel_map if t.channel_map is not None else np.arange(t.shape[0])
+        cmap = base[np.asarray(layer.attrs["index"], dtype=np.int64)]
+        if layer.name in self.boundary:
+            spec = self._compacting_copy(src.name, int(src.zero_point), int(layer.zero_point), cmap)
+            shape = self._op(layer, "conv", spec, src.name, layer.name,
+                             note="channel selection read by the host: a compacting 1x1 copy")
+            self._add_tensor(layer.name, shape)
+            return
+        self._add_tensor(layer.name, t.shape, cmap)
+        self.tensors[layer.name].alias = (src.name, 0)
+        self.views.add(layer.name)
+        self.notes.append(f"{layer.name}: channel selection of {src.name} ({len(cmap)} of {t.shape[0]} channels) as "
+                          "an address remap (no instructions)")
+
+    def _compacting_copy(self, src: str, zp_in: int, zp_out: int, cmap: np.ndarray) -> ConvLayer:
+        """A 1x1 conv writing the channels ``cmap`` of ``src``'s physical tensor densely (exact:
+        unit weights, zero bias, the identity requantization)."""
+        n, phys = len(cmap), self.tensors[src].shape[0]
+        weight = np.zeros((n, phys, 1, 1), dtype=np.int8)
+        weight[np.arange(n), cmap] = 1
+        return ConvLayer(weight=weight, bias=np.zeros(n, dtype=np.int32), mult=np.full(n, _IDENTITY_M),
+                         shift=np.full(n, _IDENTITY_S), zp_in=zp_in, zp_out=zp_out)
+
     def _lower_upsample(self, layer: Any) -> None:
         src = self.qnet[layer.inputs[0]]
         spec = UpsampleLayer(layer.attrs.get("scale", 2))
@@ -603,7 +635,11 @@ class _Lowerer:
 
     def _lower_concat(self, layer: Any) -> None:
         c = self.c
-        shapes = [self.tensors[name].shape for name in layer.inputs]  # physical
+        # A channel view (shuffle, split) is copied compactly into its slice (its logical channels
+        # only); every other input occupies its physical channels.
+        compact = {name for name in layer.inputs if name in self.views}
+        shapes = [self.tensors[name].logical_shape if name in compact else self.tensors[name].shape
+                  for name in layer.inputs]
         h, w = shapes[0][1:]
         if any(s[1:] != (h, w) for s in shapes):
             raise CompileError(f"layer {layer.name!r} (concat): inputs have different planes {shapes}")
@@ -612,7 +648,7 @@ class _Lowerer:
         starts, maps, at = [], [], 0
         for name, s in zip(layer.inputs, shapes):
             starts.append(at)
-            own = self._map_of(name)
+            own = None if name in compact else self._map_of(name)
             maps.append(at + (np.arange(s[0]) if own is None else own))
             at += -(-s[0] // c) * c
         total = starts[-1] + shapes[-1][0]
@@ -632,11 +668,16 @@ class _Lowerer:
                 self.tensors[name].alias = (layer.name, block)
             else:
                 part = f"{layer.name}/{name}"
-                self._add_tensor(part, s, self._map_of(name))
+                self._add_tensor(part, s, None if name in compact else self._map_of(name))
                 self.tensors[part].alias = (layer.name, block)
                 src = self.qnet[name]
                 m, sh = (_IDENTITY_M, _IDENTITY_S) if rescale is None else (int(rescale[0]), int(rescale[1]))
-                spec = _rescale_spec(s[0], int(src.zero_point), m, sh, int(layer.zero_point))
+                if name in compact:
+                    spec = self._compacting_copy(name, int(src.zero_point), int(layer.zero_point), self._map_of(name))
+                    if rescale is not None:
+                        spec = dataclasses.replace(spec, mult=np.full(s[0], m), shift=np.full(s[0], sh))
+                else:
+                    spec = _rescale_spec(s[0], int(src.zero_point), m, sh, int(layer.zero_point))
                 why = "rescale to the concat's scale" if rescale is not None else "copy"
                 self._op(layer, "conv", spec, name, part, note=f"{why} of {name} into its channel slice")
                 copies.append(name)

@@ -29,7 +29,7 @@ from dlproc.errors import CompileError
 __all__ = ["Assignment", "partition", "HW_OPS"]
 
 #: Operators the instruction set executes (conv-format layers, FC as a convolution, memory-level concat).
-HW_OPS = ("conv", "fc", "maxpool", "avgpool", "global_avgpool", "act", "concat", "convtranspose")
+HW_OPS = ("conv", "fc", "maxpool", "avgpool", "global_avgpool", "act", "concat", "convtranspose", "channels")
 
 #: Operators that need an optional block: (opcode, what it needs); the property to turn on is
 #: ``isa.OPTIONAL_BLOCKS[opcode]``'s (adder.ModuleGeneration, conv.SegmentationBlockGeneration,

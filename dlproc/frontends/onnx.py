@@ -48,16 +48,12 @@ SUPPORTED_OPS = (
     "MaxPool", "AveragePool", "GlobalAveragePool", "Add", "Concat", "LRN", "Softmax", "Flatten",
     "Reshape", "Resize", "Upsample", "Constant", "Identity", "Dropout",
     "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "Gelu", "Mish", "Elu", "Selu", "Celu", "Softplus", "Softsign",
-    "Mul",
+    "Mul", "Transpose", "Slice", "Split", "ReduceMean",
 )
 
 #: What an operator the importer refuses would need, for the error that lists them.
 _NEEDS = {
-    "Transpose": "a channel permutation (channel shuffle is not lowered yet)",
-    "Split": "a channel slice (not lowered yet)",
-    "Slice": "a channel slice (not lowered yet)",
     "LayerNormalization": "a normalization over the channels of a pixel, which the processor has no unit for",
-    "ReduceMean": "a reduction other than a global average pool",
     "Div": "an element-wise division",
     "Sub": "an element-wise subtraction",
     "Pow": "an element-wise power",
@@ -167,6 +163,9 @@ class _Value:
     rank: int = 4
     const: np.ndarray | None = None
     flat: bool = False
+    #: A channel shuffle in progress (``Reshape`` to N, g, C/g, H, W, then ``Transpose`` 0 2 1 3 4):
+    #: (g, transposed); the ``Reshape`` back to N, C, H, W makes it a ``channels`` layer.
+    shuffle: tuple[int, bool] | None = None
     views: list[str] = field(default_factory=list)
 
 
@@ -231,6 +230,10 @@ class _Importer:
             "Softplus": lambda n: self._table_activation(n, Activation("softplus")),
             "Softsign": lambda n: self._table_activation(n, Activation("softsign")),
             "Mul": self._mul,
+            "Transpose": self._transpose,
+            "Slice": self._slice,
+            "Split": self._split,
+            "ReduceMean": self._reduce_mean,
         }
 
     # -- driver ---------------------------------------------------------------------------------
@@ -822,6 +825,22 @@ class _Importer:
         if resolved.count(-1) == 1:
             known = int(np.prod([d for d in resolved if d != -1]))
             resolved[resolved.index(-1)] = src.shape.size // max(known, 1)
+        c, h, w = src.shape.as_tuple()
+        if value.shuffle is None and value.rank == 4 and not value.flat and len(resolved) == 5 \
+                and resolved[0] == n and resolved[3:] == [h, w] and resolved[1] * resolved[2] == c:
+            # The first step of a channel shuffle (torch's x.view(n, g, c // g, h, w)).
+            self.values[node.output[0]] = _Value(layer=value.layer, rank=5, shuffle=(resolved[1], False))
+            return
+        if value.shuffle is not None:
+            g, transposed = value.shuffle
+            if not transposed or resolved != [n, c, h, w]:
+                raise self._error(node, f"a channel shuffle must be Reshape to [N, g, C/g, H, W], Transpose "
+                                  f"[0, 2, 1, 3, 4], Reshape to [N, C, H, W]; got a reshape to {target}")
+            # out[b*g + a] = in[a*(C/g) + b]: output channel k reads input channel (k % g)*(C/g) + k // g.
+            k = np.arange(c)
+            index = tuple(int(v) for v in (k % g) * (c // g) + k // g)
+            self._add_layer(node, "channels", [value.layer], src.shape, attrs={"index": index})
+            return
         if resolved == [n, src.shape.size]:
             self._view(node, value, rank=2)
         elif resolved == [n, src.shape.c, src.shape.h, src.shape.w] and not value.flat:
@@ -829,6 +848,82 @@ class _Importer:
         else:
             raise self._error(node, f"reshape of {dims} to {target} is supported only as a flatten to "
                               f"[{n}, {src.shape.size}] in front of a fully connected layer")
+
+    def _transpose(self, node: onnx.NodeProto) -> None:
+        value = self._tensor(node, 0)
+        perm = [int(v) for v in self._attrs(node).get("perm", [])]
+        if value.shuffle is None or value.shuffle[1] or perm != [0, 2, 1, 3, 4]:
+            raise self._error(node, f"Transpose {perm} is supported only as the middle of a channel shuffle "
+                              "(Reshape to [N, g, C/g, H, W], Transpose [0, 2, 1, 3, 4], Reshape to [N, C, H, W])")
+        self.values[node.output[0]] = _Value(layer=value.layer, rank=5, shuffle=(value.shuffle[0], True))
+
+    def _channel_range(self, node: onnx.NodeProto, value: _Value, start: int, stop: int, step: int = 1,
+                       output: int = 0) -> None:
+        src = self.by_name[value.layer]
+        index = tuple(range(start, stop, step))
+        if not index:
+            raise self._error(node, f"selects no channel ({start}:{stop}:{step} of {src.shape.c})")
+        shape = Shape(len(index), src.shape.h, src.shape.w)
+        self._add_layer(node, "channels", [src.name], shape, attrs={"index": index},
+                        name=_label(node) if output == 0 else f"{_label(node)}_{output}", tensor=node.output[output])
+
+    def _slice(self, node: onnx.NodeProto) -> None:
+        value, src = self._feature_map(node)
+        if self.opset < 10:
+            raise self._error(node, "Slice before opset 10 (attributes) is not supported")
+        starts, ends = (self._const(node, i, what).reshape(-1) for i, what in ((1, "starts"), (2, "ends")))
+        axes = self._const(node, 3, "axes", required=False)
+        steps = self._const(node, 4, "steps", required=False)
+        axes = list(range(len(starts))) if axes is None else [int(a) for a in axes.reshape(-1)]
+        steps = [1] * len(starts) if steps is None else [int(v) for v in steps.reshape(-1)]
+        dims = [1, src.shape.c, src.shape.h, src.shape.w]
+        spans = {}
+        for st, en, ax, sp in zip(starts, ends, axes, steps):
+            ax = ax + 4 if ax < 0 else ax
+            lo, hi, _ = slice(int(st), int(en), sp).indices(dims[ax])
+            spans[ax] = (lo, hi, sp)
+        other = {ax: sp for ax, sp in spans.items() if ax != 1 and sp != (0, dims[ax], 1)}
+        if other or spans.get(1, (0, 0, 1))[2] < 1:
+            raise self._error(node, "only a slice along the channels (axis 1, step >= 1) is supported")
+        lo, hi, sp = spans.get(1, (0, src.shape.c, 1))
+        self._channel_range(node, value, lo, hi, sp)
+
+    def _split(self, node: onnx.NodeProto) -> None:
+        value, src = self._feature_map(node)
+        attrs = self._attrs(node)
+        axis = int(attrs.get("axis", 0))
+        if axis not in (1, -3):
+            raise self._error(node, f"only a split along the channels (axis 1) is supported, got axis {axis}")
+        if len(node.input) > 1 and node.input[1]:
+            sizes = [int(v) for v in self._const(node, 1, "split").reshape(-1)]
+        elif "split" in attrs:
+            sizes = [int(v) for v in attrs["split"]]
+        else:
+            parts = int(attrs.get("num_outputs", len(node.output)))
+            each = -(-src.shape.c // parts)
+            sizes = [min(each, src.shape.c - k * each) for k in range(parts)]
+        if sum(sizes) != src.shape.c or len(sizes) != len(node.output):
+            raise self._error(node, f"split sizes {sizes} do not cover the {src.shape.c} channels in "
+                              f"{len(node.output)} outputs")
+        at = 0
+        for k, size in enumerate(sizes):
+            self._channel_range(node, value, at, at + size, 1, output=k)
+            at += size
+
+    def _reduce_mean(self, node: onnx.NodeProto) -> None:
+        value, src = self._feature_map(node)
+        attrs = self._attrs(node)
+        axes = attrs.get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = self._const(node, 1, "axes").reshape(-1).tolist()
+        axes = sorted(int(a) + 4 if int(a) < 0 else int(a) for a in (axes or []))
+        if axes != [2, 3]:
+            raise self._error(node, f"ReduceMean over axes {axes} is supported only over the plane (2, 3), "
+                              "as a global average pool")
+        self._global_avgpool(node)
+        if not int(attrs.get("keepdims", 1)):
+            out = self.values[node.output[0]]
+            self.values[node.output[0]] = _Value(layer=out.layer, rank=2)
 
     def _view(self, node: onnx.NodeProto, value: _Value, rank: int) -> None:
         src = self.by_name[value.layer]

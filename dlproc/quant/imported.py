@@ -23,7 +23,7 @@ from dlproc.targets.golden import ops
 
 __all__ = ["QUANTIZED_KINDS", "load_quantized_model", "load_qdq", "load_tflite", "build_qnet"]
 
-_PASSTHROUGH = ("maxpool", "upsample")
+_PASSTHROUGH = ("maxpool", "upsample", "channels")
 _SOFTWARE = ("softmax", "yolo", "region")
 
 #: File kinds that hold an int8 network without calibration.

@@ -55,7 +55,7 @@ __all__ = ["Quantizer", "choose_qparams", "fill_hardware_params", "top1_accuracy
 BATCH = 16
 
 # Ops whose output keeps the input's scale and zero point.
-_PASSTHROUGH_OPS = ("maxpool", "upsample")
+_PASSTHROUGH_OPS = ("maxpool", "upsample", "channels")
 
 #: Output quantization of the int8 softmax (probabilities 0..1 in 256 steps: docs/numerics.md section 10).
 SOFTMAX_OUT_SCALE, SOFTMAX_OUT_ZP = 1.0 / 256.0, -128

@@ -102,3 +102,55 @@ def quantized_se(config=None, seed: int = 50, ch: int = 8, hw: int = 8):
     q = Quantizer(net, config=config)
     q.calibrate(x)
     return net, q.quantize(), x
+
+
+def shuffle_model(seed: int = 60, split: str = "slice", hw: int = 8) -> onnx.ModelProto:
+    """ShuffleNet v2's unit as torch exports it: x -> conv 1x1 (8) -> [a]; x -> conv 1x1 (6) -> [b];
+    concat(a, b) (14 channels) -> channel shuffle (Reshape [1, 2, 7, H, W], Transpose [0, 2, 1, 3, 4],
+    Reshape [1, 14, H, W]) -> chunk(2) as ``Slice`` with torch's Shape/Gather/Add/Div/Mul arithmetic
+    (``split="slice"``) or as ``Split`` -> [x1], [x2]; x2 -> conv 1x1 (7) + ReLU; concat(x1, that)."""
+    rng = np.random.default_rng(seed)
+    inits = [_init(rng, "wa", (8, 3, 1, 1)), _init(rng, "wb", (6, 3, 1, 1)), _init(rng, "wc", (7, 7, 1, 1)),
+             _init(rng, "wo", (4, 14, 1, 1)),
+             numpy_helper.from_array(np.array([1, 2, 7, hw, hw], np.int64), "shape5"),
+             numpy_helper.from_array(np.array([1, 14, hw, hw], np.int64), "shape4"),
+             numpy_helper.from_array(np.array([1], np.int64), "one"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array([2], np.int64), "two"),
+             numpy_helper.from_array(np.array([1 << 62], np.int64), "big"),
+             numpy_helper.from_array(np.array([7, 7], np.int64), "halves")]
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a"),
+             helper.make_node("Conv", ["x", "wb"], ["b"], name="conv_b"),
+             helper.make_node("Concat", ["a", "b"], ["ab"], axis=1, name="cat1"),
+             helper.make_node("Reshape", ["ab", "shape5"], ["v5"], name="view5"),
+             helper.make_node("Transpose", ["v5"], ["t5"], perm=[0, 2, 1, 3, 4], name="shuffle"),
+             helper.make_node("Reshape", ["t5", "shape4"], ["s"], name="view4")]
+    if split == "slice":
+        nodes += [helper.make_node("Shape", ["s"], ["shp"], name="shape"),
+                  helper.make_node("Gather", ["shp", "one"], ["c"], axis=0, name="gather"),
+                  helper.make_node("Add", ["c", "one"], ["c1"], name="plus1"),
+                  helper.make_node("Div", ["c1", "two"], ["half"], name="div2"),
+                  helper.make_node("Mul", ["half", "one"], ["end1"], name="times1"),
+                  helper.make_node("Slice", ["s", "zero", "end1", "one"], ["x1"], name="chunk0"),
+                  helper.make_node("Slice", ["s", "end1", "big", "one"], ["x2"], name="chunk1")]
+    else:
+        nodes += [helper.make_node("Split", ["s", "halves"], ["x1", "x2"], axis=1, name="chunk")]
+    nodes += [helper.make_node("Conv", ["x2", "wc"], ["c2"], name="conv_c"),
+              helper.make_node("Relu", ["c2"], ["r2"], name="relu_c"),
+              helper.make_node("Concat", ["x1", "r2"], ["cat"], axis=1, name="cat2"),
+              helper.make_node("Conv", ["cat", "wo"], ["y"], name="conv_out")]
+    graph = helper.make_graph(nodes, "shuffle", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, hw, hw])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, hw, hw])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def quantized_shuffle(config=None, seed: int = 60, split: str = "slice"):
+    """(float network, quantized network, calibration data) of :func:`shuffle_model`."""
+    net = load_onnx(shuffle_model(seed, split))
+    x = np.random.default_rng(seed + 1).uniform(-1, 1, (16, 3, 8, 8)).astype(np.float32)
+    q = Quantizer(net, config=config)
+    q.calibrate(x)
+    return net, q.quantize(), x

@@ -108,3 +108,30 @@ def test_large_global_pool_is_two_pools(hw, window):
     np.testing.assert_allclose(run_float(net, x[:1])["gap"], sess.run(None, {"x": x[:1]})[0], rtol=1e-5, atol=1e-6)
     cfg = small_config(4, inp=(64, 64, 8), out=(32, 32, 4), wgt=16384)
     _isasim_matches_golden(net, cfg, x)
+
+
+@pytest.mark.parametrize("split", ["slice", "split"])
+def test_channel_shuffle_and_chunk_are_address_remaps(split):
+    """torch's channel_shuffle and chunk: ``channels`` layers (views, no instructions) that match ONNX
+    Runtime in float and run bit-exact, including a view copied compactly into a concat at C = 4
+    (14 channels: the views select channels across channel blocks)."""
+    from act_table_models import quantized_shuffle, shuffle_model
+    from dlproc.hardware import isa
+    from dlproc.targets.golden.run import run_float
+
+    model = shuffle_model(split=split)
+    net = load_onnx(model)
+    views = [layer for layer in net if layer.op == "channels"]
+    assert len(views) == 3
+    assert views[0].attrs["index"] == (0, 7, 1, 8, 2, 9, 3, 10, 4, 11, 5, 12, 6, 13)  # out[b*2 + a] = in[a*7 + b]
+    assert [len(v.attrs["index"]) for v in views[1:]] == [7, 7]
+    x = np.random.default_rng(12).uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(run_float(net, x)["conv_out"], sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+    cfg = small_config(4, inp=(16, 16, 16), out=(16, 16, 4), wgt=16384)
+    _, qnet, data = quantized_shuffle(cfg, split=split)
+    cn = compile_network(qnet, cfg)
+    assert not any("shuffle" in n and "copy" in n for n in cn.notes)
+    assert any("address remap" in n for n in cn.notes)
+    assert sum(isinstance(i, isa.Conv) for i in isa.decode_program(cn.instructions)) > 0
+    _isasim_matches_golden(net, cfg, data)

@@ -259,10 +259,8 @@ def test_yolov3_weights_size_matches_the_published_file():
      r"bad\.cfg:9: unknown section \[lstm\]; supported sections: .*\[convolutional\]"),
     ("[net]\nheight=8\nwidth=8\nchannels=3\n[convolutional]\nfilters=four\nactivation=relu\n",
      r"bad\.cfg:6: \[convolutional\] filters='four' is not an integer"),
-    ("[net]\nheight=8\nwidth=8\nchannels=3\n[convolutional]\nfilters=4\nactivation=mish\n",
-     r"bad\.cfg:7: \[convolutional\] activation='mish' is not supported; supported: linear, relu, leaky"),
-    ("[net]\nheight=8\nwidth=8\nchannels=3\n[convolutional]\nfilters=4\n",
-     r"bad\.cfg:5: \[convolutional\] activation='logistic' is not supported.*Darknet's default"),
+    ("[net]\nheight=8\nwidth=8\nchannels=3\n[convolutional]\nfilters=4\nactivation=lhtan\n",
+     r"bad\.cfg:7: \[convolutional\] activation='lhtan' is not supported; supported: linear, relu, leaky"),
     ("[net]\nheight=8\nwidth=8\nchannels=3\n[maxpool]\nsize=2\nstride_x=2\n",
      r"bad\.cfg:7: \[maxpool\] unknown or unsupported key stride_x='2'"),
     ("[net]\nheight=8\nwidth=8\nchannels=3\n[maxpool]\nsize=2\n[route]\nlayers=-1,3\n",
@@ -294,3 +292,15 @@ def test_cli_reports_wrong_size_weights_without_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "dlproc", "stats", str(cfg)], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "small.weights: expected" in proc.stderr and "the file has 100 bytes" in proc.stderr
+
+
+def test_darknets_default_activation_is_logistic_a_table_activation(tmp_path):
+    """A [convolutional] without activation= uses Darknet's default, logistic: a sigmoid ``act``
+    layer after the conv (the activation table)."""
+    path = tmp_path / "default.cfg"
+    path.write_text("[net]\nheight=8\nwidth=8\nchannels=3\n[convolutional]\nfilters=4\n")
+    net = load_darknet(path)
+    conv, act = net.layers[1], net.layers[2]
+    assert conv.op == "conv" and conv.activation is None
+    assert act.op == "act" and act.activation.kind == "sigmoid" and act.inputs == [conv.name]
+    assert net.outputs == [act.name]

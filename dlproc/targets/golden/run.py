@@ -101,6 +101,7 @@ _FLOAT_OPS: dict[str, Callable[[Layer, list[np.ndarray]], np.ndarray]] = {
     ),
     "fc": lambda l, a: float_ops.fully_connected(a[0], l.weight, l.bias, l.activation),
     "maxpool": lambda l, a: float_ops.maxpool(a[0], *_pool_args(l)),
+    "channels": lambda l, a: a[0][:, list(l.attrs["index"])],
     "avgpool": lambda l, a: float_ops.avgpool(
         a[0], *_pool_args(l), bool(l.attrs.get("count_include_pad", False))
     ),
@@ -282,6 +283,7 @@ _INT_OPS: dict[str, Callable[["QLayer", list, list[np.ndarray]], np.ndarray]] = 
     "conv": _conv_int8,
     "fc": _fc_int8,
     "act": _act_int8,
+    "channels": lambda l, s, a: a[0][:, list(l.attrs["index"])],
     "maxpool": lambda l, s, a: ops.maxpool(a[0], l.attrs["kernel"], l.attrs.get("stride", 1), l.attrs.get("pads", 0)),
     "avgpool": _avgpool_int8,
     "global_avgpool": _global_avgpool_int8,

@@ -1,7 +1,8 @@
 """The activation table and the element-wise multiply on the Verilated processor (the every-block
 C = 4 configuration of test_rtl_blocks, so the native build is shared): torch-style activations
 (SiLU as Sigmoid + Mul, HardSwish, Sigmoid, Tanh, Softplus, HardSigmoid) fused into convs, an add
-and an FC and run standalone, and a squeeze-and-excitation block (channel-wise Mul), are bit-exact
+and an FC and run standalone, a squeeze-and-excitation block (channel-wise Mul) and ShuffleNet's
+channel shuffle and chunk (channel views), are bit-exact
 with the ISA-level simulator and ``golden.run.run_int8``; the estimate is within 5 % of the RTL
 cycles."""
 
@@ -15,7 +16,7 @@ from dlproc.hardware import isa
 from dlproc.targets.golden.run import run_int8
 from dlproc.targets.workflow import Workflow
 
-from act_table_models import quantized_activations, quantized_se
+from act_table_models import quantized_activations, quantized_se, quantized_shuffle
 from sim_fixture import blocks_config
 
 pytestmark = pytest.mark.slow
@@ -23,14 +24,18 @@ pytestmark = pytest.mark.slow
 CFG = blocks_config()  # one native build shared with test_rtl_blocks, test_rtl_fc and test_rtl_networks
 
 
-@pytest.mark.parametrize("which", ["activations", "se"])
+BUILDERS = {"activations": quantized_activations, "se": quantized_se, "shuffle": quantized_shuffle}
+
+
+@pytest.mark.parametrize("which", sorted(BUILDERS))
 def test_network_on_rtl_is_bit_exact_and_estimated(which):
     from dlproc.estimate import estimate_performance
 
-    _, qnet, x = (quantized_activations if which == "activations" else quantized_se)(CFG)
+    _, qnet, x = BUILDERS[which](CFG)
     cn = compile_network(qnet, CFG)
     insns = isa.decode_program(cn.instructions)
-    assert isa.Opcode.ACTTAB in {insn.OPCODE for insn in insns}
+    if which != "shuffle":
+        assert isa.Opcode.ACTTAB in {insn.OPCODE for insn in insns}
     if which == "se":
         assert any(isinstance(i, isa.Add) and i.mul and i.b_repeat for i in insns)
     ref = run_int8(qnet, qnet.quantize_input(x[:1]), collect=True)
