@@ -5,7 +5,10 @@ may overlap), random zero points, multipliers (half of them from ``ops.add_param
 scales, half uniform over 0..2**15-1), shifts, fused ReLU or clamps. Every OUT word must be
 written once, bit-exact with the golden model, one word every two cycles (the engine's documented
 throughput: both operands share the INP port), with the last-word and push flags on each ADD's
-last word only. Parameters: ``DLPROC_BENCH_HW``, ``DLPROC_BENCH_SEED``, ``DLPROC_BENCH_CASES``.
+last word only. With the element-wise multiply (``hw.multiply``), a third of the instructions
+multiply instead (``mul``: random ``b_repeat``, 0 for a dense b, else a broadcast b word per run
+of words), against ``ops.mul``. Parameters: ``DLPROC_BENCH_HW``, ``DLPROC_BENCH_SEED``,
+``DLPROC_BENCH_CASES``.
 """
 
 from __future__ import annotations
@@ -46,13 +49,23 @@ async def _case(bench: BlockBench, case: int, corrupt: bool = False) -> None:
         r = rng.random()
         lo_, hi_ = (zp_out, 127) if r < 0.3 else (-128, 127) if r < 0.8 else (
             int(rng.integers(-128, -20)), int(rng.integers(20, 128)))
+        mul = hw.multiply and rng.random() < 0.35
+        repeat = int(rng.choice([0, 1, 2, 5, 16, 64])) if mul else 0
+        if mul:
+            ma, shift = ops.mul_params(*(float(v) for v in rng.uniform(0.01, 0.1, size=2)), float(rng.uniform(0.002, 0.05)))
+            mb = 0
         insn = isa.Add(inp_a=int(rng.integers(0, hw.inp_depth - count + 1)),
                        inp_b=int(rng.integers(0, hw.inp_depth - count + 1)), out_base=out_next, count=count,
                        za=int(rng.integers(-128, 128)), zb=int(rng.integers(-128, 128)), ma=ma, mb=mb, shift=shift,
                        zp_out=zp_out, act_min=lo_, act_max=hi_, push_prev=bool(rng.random() < 0.5),
-                       push_next=bool(rng.random() < 0.5))
-        golden = ops.add(inp[insn.inp_a:insn.inp_a + count], insn.za, ma, inp[insn.inp_b:insn.inp_b + count],
-                         insn.zb, mb, shift, zp_out, lo_, hi_)
+                       push_next=bool(rng.random() < 0.5), mul=int(mul), b_repeat=repeat)
+        if mul:
+            rows = insn.inp_b + (np.arange(count) if repeat == 0 else np.arange(count) // repeat)
+            golden = ops.mul(inp[insn.inp_a:insn.inp_a + count], insn.za, inp[rows], insn.zb, ma, shift, zp_out,
+                             lo_, hi_)
+        else:
+            golden = ops.add(inp[insn.inp_a:insn.inp_a + count], insn.za, ma, inp[insn.inp_b:insn.inp_b + count],
+                             insn.zb, mb, shift, zp_out, lo_, hi_)
         for k in range(count):
             expected[out_next + k] = golden[k]
         out_next += count

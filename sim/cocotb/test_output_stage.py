@@ -4,6 +4,12 @@ Constrained-random items (accumulators including the int32 extremes, M and M_neg
 15-bit range, S over 0..46, random zero points and clamps, random valid gaps) stream in one per
 cycle; every output must appear exactly LATENCY cycles later, in order, with its address and tag,
 and be bit-exact. Parameters: ``DLPROC_BENCH_C`` lanes, ``DLPROC_BENCH_SEED``.
+
+With the activation table (an ``OutputStage(..., table=True)`` DUT, ``DLPROC_BENCH_TABLE=1``) a
+second test writes a random table through ``tab_we``/``tab_addr``/``tab_data``, then sends random
+items with and without the ``table`` bit (and rewrites the table between bursts): an item with the
+bit must leave as ``TABLE[requantize(...) + 128]`` (``golden.ops.table_lookup``), one without as
+the requantized value, with the same latency.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from dlproc.hardware.gateware.output_stage import LATENCY, REQUANT_LANE
 from dlproc.hardware.numerics import MAX_SHIFT, MULT_BITS, requantize
+from dlproc.targets.golden.ops import table_lookup
 
 ADDR_BITS = 8
 
@@ -42,15 +49,47 @@ def random_acc(rng: random.Random) -> int:
     return rng.randint(-(2**20), 2**20)
 
 
-@cocotb.test(timeout_time=5, timeout_unit="ms")
-async def random_items_match_requantize(dut):
-    c = int(os.environ.get("DLPROC_BENCH_C", "4"))
-    rng = random.Random(int(os.environ.get("DLPROC_BENCH_SEED", "1")))
+async def _reset(dut) -> None:
     Clock(dut.clk, 10, unit="ns").start()
     dut.rst.value = 1
     dut.i__valid.value = 0
+    if TABLE:
+        dut.tab_we.value = 0
+        dut.i__table.value = 0
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0
+
+
+TABLE = os.environ.get("DLPROC_BENCH_TABLE", "0") == "1"
+
+
+@cocotb.test(timeout_time=5, timeout_unit="ms")
+async def random_items_match_requantize(dut):
+    await _stream(dut, table=None)
+
+
+async def random_items_through_the_table(dut):
+    rng = random.Random(int(os.environ.get("DLPROC_BENCH_SEED", "1")) + 100)
+    await _reset(dut)
+    for burst in range(3):
+        table = [rng.randint(-128, 127) for _ in range(256)]
+        for entry, value in enumerate(table):  # one entry per cycle, as the ACTTAB engine writes
+            dut.tab_we.value, dut.tab_addr.value, dut.tab_data.value = 1, entry, value & 0xFF
+            await RisingEdge(dut.clk)
+        dut.tab_we.value = 0
+        await _stream(dut, table=np.array(table, dtype=np.int8), seed_offset=burst, reset=False)
+
+
+# Registered only for a DUT with the table (its ports do not exist otherwise).
+if TABLE:
+    random_items_through_the_table = cocotb.test(timeout_time=10, timeout_unit="ms")(random_items_through_the_table)
+
+
+async def _stream(dut, table: np.ndarray | None, seed_offset: int = 0, reset: bool = True) -> None:
+    c = int(os.environ.get("DLPROC_BENCH_C", "4"))
+    rng = random.Random(int(os.environ.get("DLPROC_BENCH_SEED", "1")) + 1000 * seed_offset)
+    if reset:
+        await _reset(dut)
     expected: list[tuple[int, list[int], int, int]] = []   # (issue cycle, lanes, addr, tag)
     received = 0
     n_items = 400
@@ -76,6 +115,11 @@ async def random_items_match_requantize(dut):
             dut.i__tag.value = tag
             ref = requantize(np.array(acc, dtype=np.int64), np.array([p[0] for p in params]),
                              np.array([p[2] for p in params]), zp, lo, hi, np.array([p[1] for p in params]))
+            if table is not None:
+                tabled = rng.random() < 0.7
+                dut.i__table.value = int(tabled)
+                if tabled:
+                    ref = table_lookup(ref, table)
             expected.append((cycle, [int(v) for v in ref], addr, tag))
             sent += 1
         else:

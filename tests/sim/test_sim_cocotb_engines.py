@@ -32,7 +32,7 @@ def _hw(c: int, inp: int, prm: int, **flags: bool) -> isa.HardwareParams:
 BENCHES = {
     "conv": (_hw(4, 1024, 8, wgt=True), 64, "random_layers_match_golden_conv2d"),
     "pool": (_hw(2, 1024, 8), 64, "random_layers_match_golden_pool"),
-    "add": (_hw(4, 512, 2, adder=True), 128, "random_adds_match_golden_add"),
+    "add": (_hw(4, 512, 2, adder=True, multiply=True), 128, "random_adds_match_golden_add"),
     "upsample": (_hw(2, 512, 2, upsample=True), 128, "random_layers_match_golden_upsample"),
     "lrn": (_hw(2, 256, 128, lrn=True), 128, "random_lrn_match_golden_lrn"),
     "softmax": (_hw(4, 256, 64, softmax=True), 128, "random_softmax_match_golden_softmax_int8"),

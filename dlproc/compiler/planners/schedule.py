@@ -70,6 +70,22 @@ class Plan:
     inp_slots: int = 2  #: 2 = INP double-buffered; 1 = the receptive field needs all of INP
 
 
+#: Steps a step's loads may run ahead of the compute unit when no buffer reuse makes them wait
+#: (a layer whose weights and inputs all fit, e.g. a 1x1 conv of 1280 output channels at 2x2 pixels):
+#: each step's loads push an L2C token, and the counters are 8 bits (255), so after this many
+#: steps a load waits for the compute of the step that many back anyway.
+MAX_RUN_AHEAD = 64
+
+
+def bounded_wait(steps: list, k: int, w: int) -> int:
+    """Step ``k``'s load wait ``w`` (the last reader of a slot it overwrites, -1 for none),
+    raised to step ``k - MAX_RUN_AHEAD`` when that is later and has compute to give the token."""
+    ahead = k - MAX_RUN_AHEAD
+    if ahead > w and steps[ahead].ops:
+        return ahead
+    return w
+
+
 class Emitter:
     """Turns steps into an instruction stream with dependency tokens (see the module docstring)."""
 
@@ -88,7 +104,7 @@ class Emitter:
                 w = max(w, last_reader.get(ld.slot, -1))
             if w >= k:
                 raise AssertionError("a load would wait for its own step")  # planner bug
-            waits.append(w)
+            waits.append(bounded_wait(steps, k, w))
             for slot in st.reads:
                 last_reader[slot] = k
         popped = -1
@@ -336,7 +352,7 @@ class FcEmitter(Emitter):
         waits: list[int] = []
         for k, st in enumerate(steps):
             w = max((last_reader.get(ld.slot, -1) for ld in st.loads), default=-1)
-            waits.append(w)
+            waits.append(bounded_wait(steps, k, w))
             for slot in st.reads:
                 last_reader[slot] = k
         popped, c2l_push = -1, set()
