@@ -173,7 +173,7 @@
 
 /* FINISH: End of program: DONE is set when the compute unit reaches it and every unit is idle. */
 
-/* ADD: Element-wise add of two densely stored INP tensors of ``count`` words (adder module). */
+/* ADD: Element-wise add (or multiply) of two INP tensors of ``count`` words (adder module). */
 #define DLPROC_ADD_INP_A_OFFSET 8
 #define DLPROC_ADD_INP_A_BITS 20
 #define DLPROC_ADD_INP_B_OFFSET 28
@@ -205,6 +205,10 @@
 #define DLPROC_ADD_ACT_MAX_SIGNED 1
 #define DLPROC_ADD_ACT_TABLE_OFFSET 165
 #define DLPROC_ADD_ACT_TABLE_BITS 1
+#define DLPROC_ADD_MUL_OFFSET 166
+#define DLPROC_ADD_MUL_BITS 1
+#define DLPROC_ADD_B_REPEAT_OFFSET 167
+#define DLPROC_ADD_B_REPEAT_BITS 21
 
 /* UPSAMPLE: Nearest-neighbour upsample of ``z_size`` INP planes into dense OUT planes (segmentation block). */
 #define DLPROC_UPSAMPLE_INP_BASE_OFFSET 8
