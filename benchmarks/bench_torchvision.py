@@ -20,6 +20,7 @@ Figures are cycle counts and ratios (stable); the seconds column is wall-clock a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import sys
@@ -57,7 +58,8 @@ def export(name: str, size: int) -> bytes:
     kwargs = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
     model = getattr(torchvision.models, name)(weights=None, **kwargs).eval()
     buf = io.BytesIO()
-    with torch.no_grad():
+    # The exporter prints its TorchScript graph when it fails; keep stdout for the table.
+    with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):
         torch.onnx.export(model, torch.zeros(1, 3, size, size), buf, opset_version=17, dynamo=False,
                           input_names=["x"], output_names=["logits"])
     return buf.getvalue()
