@@ -26,7 +26,6 @@ import json
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -88,18 +87,23 @@ def exported(name: str, size: int, row: dict) -> bytes | None:
         return None
 
 
-def at_224(name: str, row: dict) -> None:
-    data = exported(name, 224, row)
-    if data is None:
-        return
+def imported(data: bytes, row: dict, key: str):
+    """The IR network of ONNX bytes, or None with the importer's one-line error in ``row[key]``."""
     with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
         f.write(data)
         f.flush()
         try:
-            net = load_onnx(f.name)
+            return load_onnx(f.name)
         except DlprocError as exc:
-            row["import_224"] = first_line(exc)
-            return
+            row[key] = first_line(exc)
+            return None
+
+
+def at_224(name: str, row: dict) -> None:
+    data = exported(name, 224, row)
+    net = None if data is None else imported(data, row, "import_224")
+    if net is None:
+        return
     st = network_stats(net)
     row["macs"], row["params"] = int(st.macs), int(st.params)
     qnet = synthetic_quantize(net)
@@ -118,41 +122,34 @@ def at_64(name: str, row: dict, rtl: bool) -> None:
     from dlproc.targets.golden.run import run_int8
 
     data = exported(name, 64, row)
-    if data is None:
+    net = None if data is None else imported(data, row, "import_64")
+    if net is None:
         return
-    with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
-        f.write(data)
-        f.flush()
-        try:
-            net = load_onnx(f.name)
-        except DlprocError as exc:
-            row["import_64"] = first_line(exc)
-            return
-        rng = np.random.default_rng(1)
-        cal = rng.uniform(-1, 1, (8, 3, 64, 64)).astype(np.float32)
-        x = rng.uniform(-1, 1, (2, 3, 64, 64)).astype(np.float32)
-        cfg = rtl_config()
-        try:
-            q = Quantizer(net, config=cfg)
-            q.calibrate(cal)
-            qnet = q.quantize()
-        except DlprocError as exc:
-            row["quantize_64"] = first_line(exc)
-            return
-        sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-        ref = np.concatenate([sess.run(None, {"x": x[i:i + 1]})[0] for i in range(len(x))]).reshape(len(x), -1)
-        out = qnet.outputs[0]
-        got = qnet.dequantize(out, run_int8(qnet, qnet.quantize_input(x))[out]).reshape(len(x), -1)
-        row["sqnr_db_64"] = round(float(10 * np.log10(np.sum(ref ** 2) / max(np.sum((got - ref) ** 2), 1e-30))), 1)
-        if not rtl:
-            return
-        from dlproc.cluster.verify import rtl_frame
+    rng = np.random.default_rng(1)
+    cal = rng.uniform(-1, 1, (8, 3, 64, 64)).astype(np.float32)
+    x = rng.uniform(-1, 1, (2, 3, 64, 64)).astype(np.float32)
+    cfg = rtl_config()
+    try:
+        q = Quantizer(net, config=cfg)
+        q.calibrate(cal)
+        qnet = q.quantize()
+    except DlprocError as exc:
+        row["quantize_64"] = first_line(exc)
+        return
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    ref = np.concatenate([sess.run(None, {"x": x[i:i + 1]})[0] for i in range(len(x))]).reshape(len(x), -1)
+    out = qnet.outputs[0]
+    got = qnet.dequantize(out, run_int8(qnet, qnet.quantize_input(x))[out]).reshape(len(x), -1)
+    row["sqnr_db_64"] = round(float(10 * np.log10(np.sum(ref ** 2) / max(np.sum((got - ref) ** 2), 1e-30))), 1)
+    if not rtl:
+        return
+    from dlproc.cluster.verify import rtl_frame
 
-        try:
-            cn = compile_network(qnet, cfg)
-            row["rtl_cycles_64"], row["bit_exact_64"] = rtl_frame(qnet, cn, cfg)
-        except DlprocError as exc:
-            row["rtl_64"] = first_line(exc)
+    try:
+        cn = compile_network(qnet, cfg)
+        row["rtl_cycles_64"], row["bit_exact_64"] = rtl_frame(qnet, cn, cfg)
+    except DlprocError as exc:
+        row["rtl_64"] = first_line(exc)
 
 
 def main() -> int:

@@ -9,8 +9,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from dlproc.compiler import compile_network
 from dlproc.frontends.onnx import load_onnx
 from dlproc.quant import Quantizer
+from dlproc.targets.golden.run import run_int8
+from dlproc.targets.workflow import Workflow
 
 
 def _init(rng, name: str, shape, scale: float = 0.3):
@@ -62,9 +65,7 @@ def quantized_activations(config=None, seed: int = 40):
     """(float network, quantized network, calibration data) of :func:`activations_model`."""
     net = load_onnx(activations_model(seed))
     x = np.random.default_rng(seed + 1).uniform(-1, 1, (16, 3, 8, 8)).astype(np.float32)
-    q = Quantizer(net, config=config)
-    q.calibrate(x)
-    return net, q.quantize(), x
+    return net, quantize(net, config, x), x
 
 
 def se_model(seed: int = 50, ch: int = 8, hw: int = 8) -> onnx.ModelProto:
@@ -99,9 +100,7 @@ def quantized_se(config=None, seed: int = 50, ch: int = 8, hw: int = 8):
     """(float network, quantized network, calibration data) of :func:`se_model`."""
     net = load_onnx(se_model(seed, ch, hw))
     x = np.random.default_rng(seed + 1).uniform(-1, 1, (16, 3, hw, hw)).astype(np.float32)
-    q = Quantizer(net, config=config)
-    q.calibrate(x)
-    return net, q.quantize(), x
+    return net, quantize(net, config, x), x
 
 
 def shuffle_model(seed: int = 60, split: str = "slice", hw: int = 8) -> onnx.ModelProto:
@@ -151,6 +150,25 @@ def quantized_shuffle(config=None, seed: int = 60, split: str = "slice"):
     """(float network, quantized network, calibration data) of :func:`shuffle_model`."""
     net = load_onnx(shuffle_model(seed, split))
     x = np.random.default_rng(seed + 1).uniform(-1, 1, (16, 3, 8, 8)).astype(np.float32)
+    return net, quantize(net, config, x), x
+
+
+def quantize(net, config, x: np.ndarray):
+    """``net`` quantized for ``config`` on the calibration data ``x``."""
     q = Quantizer(net, config=config)
     q.calibrate(x)
-    return net, q.quantize(), x
+    return q.quantize()
+
+
+def isasim_matches_golden(qnet, config, x: np.ndarray, cn=None) -> None:
+    """Compile ``qnet`` (unless ``cn`` is given), run 2 frames of ``x`` on the ISA-level simulator
+    (the golden target) and assert every tensor the host reads equals ``run_int8``'s bit for bit."""
+    cn = compile_network(qnet, config) if cn is None else cn
+    ref = run_int8(qnet, qnet.quantize_input(x[:2]), collect=True)
+    wf = Workflow(cn, config, target="golden")
+    try:
+        wf.predict(x[:2], display=False)
+    finally:
+        wf.close()
+    for t in cn.outputs:
+        np.testing.assert_array_equal(wf.last_hw_values[t.name], ref[t.name], err_msg=t.name)

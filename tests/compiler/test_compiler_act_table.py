@@ -22,7 +22,7 @@ from dlproc.targets.golden import ops
 from dlproc.targets.golden.run import run_float, run_int8
 from dlproc.targets.workflow import Workflow
 
-from act_table_models import activations_model, quantized_activations
+from act_table_models import activations_model, isasim_matches_golden, quantize, quantized_activations
 from layerprog_cases import small_config
 
 
@@ -214,7 +214,6 @@ activation=logistic
 
 def test_darknet_table_activations_import_fuse_and_match_golden(tmp_path):
     from dlproc.frontends.darknet import load_darknet
-    from dlproc.quant import Quantizer
 
     path = tmp_path / "mish.cfg"
     path.write_text(DARKNET_CFG)
@@ -224,18 +223,7 @@ def test_darknet_table_activations_import_fuse_and_match_golden(tmp_path):
     assert all(net[src].activation is None for src, _ in acts)
     cfg = table_config()
     x = np.random.default_rng(8).uniform(0, 1, (8, 3, 8, 8)).astype(np.float32)
-    q = Quantizer(net, config=cfg)
-    q.calibrate(x)
-    qnet = q.quantize()
-    cn = compile_network(qnet, cfg)
-    ref = run_int8(qnet, qnet.quantize_input(x[:2]), collect=True)
-    wf = Workflow(cn, cfg, target="golden")
-    try:
-        wf.predict(x[:2], display=False)
-    finally:
-        wf.close()
-    for t in cn.outputs:
-        np.testing.assert_array_equal(wf.last_hw_values[t.name], ref[t.name], err_msg=t.name)
+    isasim_matches_golden(quantize(net, cfg, x), cfg, x)
 
 
 # -- element-wise multiply (adder.Multiplication): squeeze-and-excitation ---------------------------
@@ -262,14 +250,7 @@ def test_se_block_multiply_matches_golden_on_the_isa_simulator(hw):
     cn = compile_network(qnet, cfg)
     muls = [i for i in isa.decode_program(cn.instructions) if isinstance(i, isa.Add) and i.mul]
     assert muls and all(i.b_repeat > 0 for i in muls)
-    ref = run_int8(qnet, qnet.quantize_input(x[:2]), collect=True)
-    wf = Workflow(cn, cfg, target="golden")
-    try:
-        wf.predict(x[:2], display=False)
-    finally:
-        wf.close()
-    for t in cn.outputs:
-        np.testing.assert_array_equal(wf.last_hw_values[t.name], ref[t.name], err_msg=t.name)
+    isasim_matches_golden(qnet, cfg, x, cn)
 
 
 def test_multiply_needs_adder_multiplication():

@@ -16,10 +16,8 @@ import onnxruntime as ort
 
 from dlproc.compiler import compile_network
 from dlproc.frontends.onnx import load_onnx
-from dlproc.quant import Quantizer
-from dlproc.targets.golden.run import run_int8
-from dlproc.targets.workflow import Workflow
 
+from act_table_models import isasim_matches_golden, quantize
 from layerprog_cases import small_config
 
 
@@ -44,21 +42,6 @@ def densenet_block(c1: int, c2: int, seed: int = 9):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def _isasim_matches_golden(net, cfg, x):
-    q = Quantizer(net, config=cfg)
-    q.calibrate(x)
-    qnet = q.quantize()
-    cn = compile_network(qnet, cfg)
-    ref = run_int8(qnet, qnet.quantize_input(x[:2]), collect=True)
-    wf = Workflow(cn, cfg, target="golden")
-    try:
-        wf.predict(x[:2], display=False)
-    finally:
-        wf.close()
-    for t in cn.outputs:
-        np.testing.assert_array_equal(wf.last_hw_values[t.name], ref[t.name], err_msg=t.name)
-
-
 @pytest.mark.parametrize("c1, c2", [(8, 4), (5, 6)])  # (5, 6): the concat has padding channels at C = 4
 def test_unfoldable_batchnorm_runs_as_a_depthwise_conv(c1, c2):
     net = load_onnx(densenet_block(c1, c2))
@@ -66,18 +49,7 @@ def test_unfoldable_batchnorm_runs_as_a_depthwise_conv(c1, c2):
     assert norm.op == "conv" and norm.attrs["groups"] == c1 + c2 and norm.activation.kind == "relu"
     cfg = small_config(4, inp=(16, 16, 16), out=(16, 16, 4), wgt=16384)
     x = np.random.default_rng(10).uniform(-1, 1, (8, 3, 8, 8)).astype(np.float32)
-    q = Quantizer(net, config=cfg)
-    q.calibrate(x)
-    qnet = q.quantize()
-    cn = compile_network(qnet, cfg)
-    ref = run_int8(qnet, qnet.quantize_input(x[:2]), collect=True)
-    wf = Workflow(cn, cfg, target="golden")
-    try:
-        wf.predict(x[:2], display=False)
-    finally:
-        wf.close()
-    for t in cn.outputs:
-        np.testing.assert_array_equal(wf.last_hw_values[t.name], ref[t.name], err_msg=t.name)
+    isasim_matches_golden(quantize(net, cfg, x), cfg, x)
 
 
 def global_pool_model(hw: int):
@@ -107,7 +79,7 @@ def test_large_global_pool_is_two_pools(hw, window):
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(run_float(net, x[:1])["gap"], sess.run(None, {"x": x[:1]})[0], rtol=1e-5, atol=1e-6)
     cfg = small_config(4, inp=(64, 64, 8), out=(32, 32, 4), wgt=16384)
-    _isasim_matches_golden(net, cfg, x)
+    isasim_matches_golden(quantize(net, cfg, x), cfg, x)
 
 
 @pytest.mark.parametrize("split", ["slice", "split"])
@@ -134,4 +106,4 @@ def test_channel_shuffle_and_chunk_are_address_remaps(split):
     assert not any("shuffle" in n and "copy" in n for n in cn.notes)
     assert any("address remap" in n for n in cn.notes)
     assert sum(isinstance(i, isa.Conv) for i in isa.decode_program(cn.instructions)) > 0
-    _isasim_matches_golden(net, cfg, data)
+    isasim_matches_golden(quantize(net, cfg, data), cfg, data)
