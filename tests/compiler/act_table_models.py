@@ -153,6 +153,37 @@ def quantized_shuffle(config=None, seed: int = 60, split: str = "slice"):
     return net, quantize(net, config, x), x
 
 
+def densenet_block(c1: int, c2: int, seed: int = 9) -> onnx.ModelProto:
+    """DenseNet's pre-activation: conv 3x3 (c1) and conv 1x1 (c2) -> Concat -> BatchNormalization ->
+    ReLU -> conv 1x1 (4); the BatchNormalization cannot be folded into a conv."""
+    rng = np.random.default_rng(seed)
+    ch = c1 + c2
+
+    def init(name, *shape, lo=-0.5, hi=0.5):
+        return numpy_helper.from_array(rng.uniform(lo, hi, shape).astype(np.float32), name)
+
+    inits = [init("w1", c1, 3, 3, 3), init("w2", c2, 3, 1, 1), init("s", ch, lo=0.5, hi=1.5),
+             init("b", ch), init("m", ch), init("v", ch, lo=0.5, hi=2.0), init("w3", 4, ch, 1, 1)]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1], name="conv_a"),
+             helper.make_node("Conv", ["x", "w2"], ["b2"], name="conv_b"),
+             helper.make_node("Concat", ["a", "b2"], ["cat"], axis=1, name="cat"),
+             helper.make_node("BatchNormalization", ["cat", "s", "b", "m", "v"], ["bn"], name="norm"),
+             helper.make_node("Relu", ["bn"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w3"], ["y"], name="conv_out")]
+    graph = helper.make_graph(nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def quantized_densenet(config=None, c1: int = 5, c2: int = 6):
+    """(float network, quantized network, calibration data) of :func:`densenet_block` (5 + 6
+    channels: the concat has padding channels at C = 4)."""
+    net = load_onnx(densenet_block(c1, c2))
+    x = np.random.default_rng(10).uniform(-1, 1, (8, 3, 8, 8)).astype(np.float32)
+    return net, quantize(net, config, x), x
+
+
 def quantize(net, config, x: np.ndarray):
     """``net`` quantized for ``config`` on the calibration data ``x``."""
     q = Quantizer(net, config=config)

@@ -17,29 +17,8 @@ import onnxruntime as ort
 from dlproc.compiler import compile_network
 from dlproc.frontends.onnx import load_onnx
 
-from act_table_models import isasim_matches_golden, quantize
+from act_table_models import densenet_block, isasim_matches_golden, quantize
 from layerprog_cases import small_config
-
-
-def densenet_block(c1: int, c2: int, seed: int = 9):
-    rng = np.random.default_rng(seed)
-    ch = c1 + c2
-
-    def init(name, *shape, lo=-0.5, hi=0.5):
-        return numpy_helper.from_array(rng.uniform(lo, hi, shape).astype(np.float32), name)
-
-    inits = [init("w1", c1, 3, 3, 3), init("w2", c2, 3, 1, 1), init("s", ch, lo=0.5, hi=1.5),
-             init("b", ch), init("m", ch), init("v", ch, lo=0.5, hi=2.0), init("w3", 4, ch, 1, 1)]
-    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1], name="conv_a"),
-             helper.make_node("Conv", ["x", "w2"], ["b2"], name="conv_b"),
-             helper.make_node("Concat", ["a", "b2"], ["cat"], axis=1, name="cat"),
-             helper.make_node("BatchNormalization", ["cat", "s", "b", "m", "v"], ["bn"], name="norm"),
-             helper.make_node("Relu", ["bn"], ["r"], name="relu"),
-             helper.make_node("Conv", ["r", "w3"], ["y"], name="conv_out")]
-    graph = helper.make_graph(nodes, "dense", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
-                              initializer=inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
 @pytest.mark.parametrize("c1, c2", [(8, 4), (5, 6)])  # (5, 6): the concat has padding channels at C = 4

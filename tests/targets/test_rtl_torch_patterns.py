@@ -2,7 +2,8 @@
 C = 4 configuration of test_rtl_blocks, so the native build is shared): torch-style activations
 (SiLU as Sigmoid + Mul, HardSwish, Sigmoid, Tanh, Softplus, HardSigmoid) fused into convs, an add
 and an FC and run standalone, a squeeze-and-excitation block (channel-wise Mul) and ShuffleNet's
-channel shuffle and chunk (channel views), are bit-exact
+channel shuffle and chunk (channel views), and DenseNet's BatchNormalization after a Concat (a
+depthwise conv over a padded concat), are bit-exact
 with the ISA-level simulator and ``golden.run.run_int8``; the estimate is within 5 % of the RTL
 cycles."""
 
@@ -16,7 +17,7 @@ from dlproc.hardware import isa
 from dlproc.targets.golden.run import run_int8
 from dlproc.targets.workflow import Workflow
 
-from act_table_models import quantized_activations, quantized_se, quantized_shuffle
+from act_table_models import quantized_activations, quantized_densenet, quantized_se, quantized_shuffle
 from sim_fixture import blocks_config
 
 pytestmark = pytest.mark.slow
@@ -24,7 +25,8 @@ pytestmark = pytest.mark.slow
 CFG = blocks_config()  # one native build shared with test_rtl_blocks, test_rtl_fc and test_rtl_networks
 
 
-BUILDERS = {"activations": quantized_activations, "se": quantized_se, "shuffle": quantized_shuffle}
+BUILDERS = {"activations": quantized_activations, "se": quantized_se, "shuffle": quantized_shuffle,
+            "densenet": quantized_densenet}
 
 
 @pytest.mark.parametrize("which", sorted(BUILDERS))
@@ -34,7 +36,7 @@ def test_network_on_rtl_is_bit_exact_and_estimated(which):
     _, qnet, x = BUILDERS[which](CFG)
     cn = compile_network(qnet, CFG)
     insns = isa.decode_program(cn.instructions)
-    if which != "shuffle":
+    if which in ("activations", "se"):
         assert isa.Opcode.ACTTAB in {insn.OPCODE for insn in insns}
     if which == "se":
         assert any(isinstance(i, isa.Add) and i.mul and i.b_repeat for i in insns)
