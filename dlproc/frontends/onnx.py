@@ -20,6 +20,7 @@ Operators it does not know are collected first and reported together in one
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -68,8 +69,68 @@ def load_onnx(model: str | Path | onnx.ModelProto, input_size: tuple[int, int] |
     symbolic in the model; a model with fixed sizes must not be given a different one.
     """
     proto, source, path = read_model(model)
-    proto = fold_shape_arithmetic(proto, input_size)
+    proto = fuse_erf_gelu(fold_shape_arithmetic(proto, input_size))
     return _Importer(proto, source, path, input_size).run()
+
+
+def fuse_erf_gelu(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with GELU as ``torch.onnx.export`` writes it before opset 20 --
+    ``Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)``, operands of Add and Mul in either order --
+    replaced by one ``Gelu`` node (the importer's ``gelu`` table activation). The five nodes'
+    intermediate tensors must have no other reader; the model is returned unchanged when there is
+    no such pattern."""
+    nodes = list(proto.graph.node)
+    consts = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    for n in nodes:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    producer = {o: n for n in nodes for o in n.output}
+    readers = Counter(name for n in nodes for name in n.input)
+    readers.update(o.name for o in proto.graph.output)
+
+    def scalar(name: str, value: float) -> bool:
+        v = consts.get(name)
+        return v is not None and v.size == 1 and abs(float(v.reshape(())) - value) <= 1e-5 * abs(value)
+
+    def other(node, name: str) -> str | None:
+        """The other input of a two-input node that has ``name`` as one input."""
+        a, b = node.input
+        return b if a == name else a if b == name else None
+
+    replace: dict[int, onnx.NodeProto] = {}
+    drop: set[int] = set()
+    index = {id(n): k for k, n in enumerate(nodes)}
+    for erf in nodes:
+        if erf.op_type != "Erf":
+            continue
+        div = producer.get(erf.input[0])
+        if div is None or div.op_type != "Div" or not scalar(div.input[1], math.sqrt(2.0)):
+            continue
+        x = div.input[0]
+        adds = [n for n in nodes if n.op_type == "Add" and erf.output[0] in n.input]
+        if len(adds) != 1 or not scalar(other(adds[0], erf.output[0]) or "", 1.0):
+            continue
+        add = adds[0]
+        mul1 = [n for n in nodes if n.op_type == "Mul" and add.output[0] in n.input and other(n, add.output[0]) == x]
+        if len(mul1) != 1:
+            continue
+        mul2 = [n for n in nodes if n.op_type == "Mul" and mul1[0].output[0] in n.input
+                and scalar(other(n, mul1[0].output[0]) or "", 0.5)]
+        if len(mul2) != 1:
+            continue
+        chain = [div, erf, add, mul1[0]]
+        if any(readers[n.output[0]] != 1 for n in chain):
+            continue
+        last = mul2[0]
+        replace[index[id(last)]] = helper.make_node("Gelu", [x], [last.output[0]], name=_label(last))
+        drop.update(index[id(n)] for n in chain)
+    if not replace:
+        return proto
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    del out.graph.node[:]
+    out.graph.node.extend(replace.get(k, n) for k, n in enumerate(nodes) if k not in drop)
+    return out
 
 
 #: Operators of shape arithmetic: what ``torch.onnx.export`` writes for ``x.view(x.size(0), -1)``

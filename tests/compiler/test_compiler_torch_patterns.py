@@ -86,3 +86,48 @@ def test_channel_shuffle_and_chunk_are_address_remaps(split):
     assert any("address remap" in n for n in cn.notes)
     assert sum(isinstance(i, isa.Conv) for i in isa.decode_program(cn.instructions)) > 0
     isasim_matches_golden(quantize(net, cfg, data), cfg, data)
+
+
+def erf_gelu_model(seed: int = 13):
+    """conv 3x3 -> GELU as torch writes it at opset 17 (Div by sqrt 2, Erf, Add 1, Mul x, Mul 0.5;
+    the constants as Constant nodes) -> conv 1x1."""
+    rng = np.random.default_rng(seed)
+    w1 = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (8, 3, 3, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (4, 8, 1, 1)).astype(np.float32), "w2")
+
+    def const(name, value):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(value, np.float32)))
+
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 1, 1, 1], name="conv1"),
+             const("sqrt2", 1.4142135381698608), helper.make_node("Div", ["c", "sqrt2"], ["d"], name="div"),
+             helper.make_node("Erf", ["d"], ["e"], name="erf"), const("one", 1.0),
+             helper.make_node("Add", ["e", "one"], ["a"], name="add"),
+             helper.make_node("Mul", ["c", "a"], ["m"], name="mul"), const("half", 0.5),
+             helper.make_node("Mul", ["m", "half"], ["g"], name="gelu"),
+             helper.make_node("Conv", ["g", "w2"], ["y"], name="conv2")]
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              initializer=[w1, w2])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_erf_gelu_is_the_gelu_table_activation():
+    from dlproc.frontends.onnx import fuse_erf_gelu
+    from dlproc.targets.golden.run import run_float
+
+    model = erf_gelu_model()
+    assert [n.op_type for n in fuse_erf_gelu(model).graph.node] == ["Conv", "Constant", "Constant", "Constant",
+                                                                      "Gelu", "Conv"]
+    net = load_onnx(model)
+    assert [(layer.op, layer.activation.kind if layer.activation else None) for layer in net][1:] == [
+        ("conv", None), ("act", "gelu"), ("conv", None)]
+    x = np.random.default_rng(14).uniform(-1, 1, (8, 3, 8, 8)).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(run_float(net, x[:1])["conv2"], sess.run(None, {"x": x[:1]})[0], rtol=1e-4, atol=1e-5)
+    cfg = small_config(4, inp=(16, 16, 16), out=(16, 16, 4), wgt=16384)
+    cfg.set_module_property("conv", "ActivationTableGeneration", True)
+    isasim_matches_golden(quantize(net, cfg, x), cfg, x)
+    # A pattern whose intermediate has another reader stays as it is (and is then refused).
+    other = erf_gelu_model()
+    other.graph.output.append(helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 8, 8, 8]))
+    assert fuse_erf_gelu(other) is other
