@@ -59,6 +59,20 @@ _NEEDS = {
     "Sub": "an element-wise subtraction",
     "Pow": "an element-wise power",
     "Sqrt": "an element-wise square root of a tensor that is not an activation of a conv/fc/add",
+    "Erf": "an element-wise erf outside GELU's Div/Erf/Add/Mul/Mul pattern",
+    "Exp": "an element-wise exponential outside a softmax",
+    "Pad": "a padding layer of its own (padding is imported only as a conv's or pool's pads)",
+    "Gather": "indexing a tensor by values (attention, embeddings)",
+    "InstanceNormalization": "a normalization over each channel's pixels at run time",
+    "GroupNormalization": "a normalization over groups of channels at run time",
+    "ReduceMax": "a reduction other than a global average pool",
+    "ReduceSum": "a reduction other than a global average pool",
+    "Einsum": "a general tensor contraction (attention)",
+    "Expand": "a broadcast other than a per-channel vector in Mul",
+    "Tile": "a broadcast other than a per-channel vector in Mul",
+    "Where": "a data-dependent selection",
+    "Max": "an element-wise maximum of two tensors",
+    "Min": "an element-wise minimum of two tensors",
 }
 
 

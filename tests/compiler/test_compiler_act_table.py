@@ -82,6 +82,13 @@ def round_half_even(v: float) -> int:
     return int(np.rint(v))
 
 
+def test_a_function_that_is_not_elementwise_has_no_table():
+    from dlproc.errors import ModelError
+
+    with pytest.raises(ModelError, match="activation kind 'softmax' is not one of relu, leaky, clip, sigmoid"):
+        Activation("softmax")
+
+
 def test_a_table_for_the_clamp_activations_is_refused():
     for act in (Activation("relu"), Activation("clip", lo=0, hi=6), None):
         with pytest.raises(QuantizationError, match="not a table activation"):
