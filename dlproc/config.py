@@ -302,7 +302,9 @@ FC_SPECS: tuple[PropertySpec, ...] = (
     PropertySpec("ModuleGeneration", "switch", True, _SWITCH, "Generate the fully connected module."),
     PropertySpec("SoftmaxBlockGeneration", "switch", False, _SWITCH,
                  "Generate the softmax block (otherwise softmax runs in software)."),
-    PropertySpec("SigmoidBlockGeneration", "switch", False, _SWITCH, "Generate the sigmoid block."),
+    PropertySpec("SigmoidBlockGeneration", "switch", False, _SWITCH,
+                 "Generate the int8 sigmoid: the output stage's activation table (the same hardware that "
+                 "conv.ActivationTableGeneration generates)."),
     PropertySpec("FCThreadNumber", "int", 4, "4, 8, 16, 32 or 64",
                  "Number of int8 MAC lanes of the fc module.", choices=(4, 8, 16, 32, 64)),
     PropertySpec("InputMemorySize", "int", 25088, f"an integer in [128, {_MAX_BUFFER_BYTES}]",
@@ -384,9 +386,10 @@ _SYSTEM_LEVEL = ("TargetPlatform", "Board", "TargetFrequency", "DDRBytesPerCycle
 # MATLAB properties that dlproc deliberately does not have, with the reason, so that a user
 # coming from MATLAB gets an explanation instead of a bare "unknown property".
 _NOT_SUPPORTED: dict[tuple[str, str], str] = {
-    ("adder", "sigmoid"): "the int8 sigmoid lives in the fc module: use fc.SigmoidBlockGeneration",
+    ("adder", "sigmoid"): "the int8 sigmoid is the activation table: use conv.ActivationTableGeneration or "
+                          "fc.SigmoidBlockGeneration",
     ("adder", "resize2d"): "nearest upsampling is done by conv.SegmentationBlockGeneration",
-    ("adder", "tanhlayer"): "dlproc has no tanh block",
+    ("adder", "tanhlayer"): "tanh is a function of the activation table: use conv.ActivationTableGeneration",
     ("top", "runtimecontrol"): "dlproc is always controlled through its CSR registers",
     ("top", "runtimestatus"): "dlproc always reports status through its CSR registers",
     ("top", "inputdatainterface"): "dlproc always reads inputs from external memory",
