@@ -255,8 +255,8 @@ def _in_gateware(config: Any, block: str) -> bool:
     """Whether the gateware generated for ``config`` contains ``block``.
 
     The optional blocks the processor can build are flags of :class:`dlproc.hardware.isa.HardwareParams`,
-    derived from the configuration's switches; blocks it has no gateware for (element-wise
-    multiply) are estimated for planning but reported as not generated.
+    derived from the configuration's switches; a block without such a flag would be estimated for
+    planning but reported as not generated (every block has one today, the multiply included).
     """
     from dlproc.hardware.isa import HardwareParams
 
