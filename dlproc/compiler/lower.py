@@ -458,10 +458,11 @@ class _Lowerer:
         kernel = self._padded_weight(layer, src.name, weight.reshape(co, c, h, w))
         logical_macs = co * c * h * w
         c = kernel.shape[1]
-        self._fc_engine_reason = ""
-        if self.geom.hw.has_block(isa.Opcode.FC) and self._lower_fc_engine(layer, src, (c, h, w),
-                                                                           kernel.reshape(co, -1), logical_macs):
-            return
+        refused = ""
+        if self.geom.hw.has_block(isa.Opcode.FC):
+            refused = self._lower_fc_engine(layer, src, (c, h, w), kernel.reshape(co, -1), logical_macs)
+            if refused is None:
+                return
         if h > 31 or w > 31:
             raise CompileError(f"layer {layer.name!r} (fc) reads a {h}x{w} plane; it runs as an {h}x{w} convolution "
                                "and the CONV kernel is at most 31x31 (add a pooling layer before it)")
@@ -469,14 +470,14 @@ class _Lowerer:
                           act_table=self._table(layer))
         # The FC engine's reason travels in the note, so that a conv that does not fit either
         # names both (compile.py adds the note of an fc-as-conv op to its error).
-        why = f"; the FC engine was not used: {self._fc_engine_reason}" if self._fc_engine_reason else ""
+        why = f"; the FC engine was not used: {refused}" if refused else ""
         shape = self._op(layer, "conv", spec, src.name, self._dst(layer), logical_macs, weights="fc",
                          note=f"fc as a {h}x{w} conv over the {c}-channel input{why}{self._fused_note(layer)}")
         self._add_tensor(self._dst(layer), shape)
 
     def _lower_fc_engine(self, layer: Any, src: Any, in_shape: tuple[int, int, int], weight: np.ndarray,
-                         macs: int) -> bool:
-        """FC on the FC engine (fc module); False (with a note) if the layer does not fit it.
+                         macs: int) -> str | None:
+        """FC on the FC engine (fc module): None, or why the layer does not fit it (also in a note).
 
         ``weight`` is (Co, C*H*W) over the physical channels of the input tensor ``in_shape``."""
         p = layer.params
@@ -486,16 +487,15 @@ class _Lowerer:
         try:
             s = layeremit.fc_fit(self.geom, spec, in_shape)
         except CompileError as exc:
-            self._fc_engine_reason = str(exc)
             self.notes.append(f"{layer.name}: does not fit the FC engine ({exc}); it runs on the conv module as a "
                               "convolution (hardware fallback)")
-            return False
+            return str(exc)
         c, h, w = in_shape
         shape = self._op(layer, "fc", spec, src.name, self._dst(layer), macs, weights="fc",
                          note=f"fc on the FC engine ({self.geom.hw.fc_lanes} lanes, {s['tile']} outputs per "
                               f"tile){self._fused_note(layer)}")
         self._add_tensor(self._dst(layer), shape)
-        return True
+        return None
 
     def _lower_softmax(self, layer: Any) -> None:
         """Softmax on the softmax block: exp table load, then SOFTMAX tiles over the channels."""
@@ -610,14 +610,15 @@ class _Lowerer:
         self.notes.append(f"{layer.name}: channel selection of {src.name} ({len(cmap)} of {t.shape[0]} channels) as "
                           "an address remap (no instructions)")
 
-    def _compacting_copy(self, src: str, zp_in: int, zp_out: int, cmap: np.ndarray) -> ConvLayer:
-        """A 1x1 conv writing the channels ``cmap`` of ``src``'s physical tensor densely (exact:
-        unit weights, zero bias, the identity requantization)."""
+    def _compacting_copy(self, src: str, zp_in: int, zp_out: int, cmap: np.ndarray, mult: int = _IDENTITY_M,
+                         shift: int = _IDENTITY_S) -> ConvLayer:
+        """A 1x1 conv writing the channels ``cmap`` of ``src``'s physical tensor densely (unit
+        weights, zero bias; exact with the default identity requantization, or a rescale M/2**S)."""
         n, phys = len(cmap), self.tensors[src].shape[0]
         weight = np.zeros((n, phys, 1, 1), dtype=np.int8)
         weight[np.arange(n), cmap] = 1
-        return ConvLayer(weight=weight, bias=np.zeros(n, dtype=np.int32), mult=np.full(n, _IDENTITY_M),
-                         shift=np.full(n, _IDENTITY_S), zp_in=zp_in, zp_out=zp_out)
+        return ConvLayer(weight=weight, bias=np.zeros(n, dtype=np.int32), mult=np.full(n, mult),
+                         shift=np.full(n, shift), zp_in=zp_in, zp_out=zp_out)
 
     def _lower_upsample(self, layer: Any) -> None:
         src = self.qnet[layer.inputs[0]]
@@ -673,9 +674,8 @@ class _Lowerer:
                 src = self.qnet[name]
                 m, sh = (_IDENTITY_M, _IDENTITY_S) if rescale is None else (int(rescale[0]), int(rescale[1]))
                 if name in compact:
-                    spec = self._compacting_copy(name, int(src.zero_point), int(layer.zero_point), self._map_of(name))
-                    if rescale is not None:
-                        spec = dataclasses.replace(spec, mult=np.full(s[0], m), shift=np.full(s[0], sh))
+                    spec = self._compacting_copy(name, int(src.zero_point), int(layer.zero_point), self._map_of(name),
+                                                 m, sh)
                 else:
                     spec = _rescale_spec(s[0], int(src.zero_point), m, sh, int(layer.zero_point))
                 why = "rescale to the concat's scale" if rescale is not None else "copy"

@@ -94,17 +94,26 @@ def fuse_erf_gelu(proto: onnx.ModelProto) -> onnx.ModelProto:
     intermediate tensors must have no other reader; the model is returned unchanged when there is
     no such pattern."""
     nodes = list(proto.graph.node)
-    consts = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
-    for n in nodes:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    if not any(n.op_type == "Erf" for n in nodes):
+        return proto
+    # Constant tensors by name, converted only when a candidate's scalar is tested (the weights
+    # are converted once, by the importer).
+    consts = {t.name: t for t in proto.graph.initializer}
+    consts.update({n.output[0]: n.attribute[0].t for n in nodes
+                   if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value"})
     producer = {o: n for n in nodes for o in n.output}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for n in nodes:
+        for name in n.input:
+            consumers.setdefault(name, []).append(n)
     readers = Counter(name for n in nodes for name in n.input)
     readers.update(o.name for o in proto.graph.output)
 
     def scalar(name: str, value: float) -> bool:
-        v = consts.get(name)
-        return v is not None and v.size == 1 and abs(float(v.reshape(())) - value) <= 1e-5 * abs(value)
+        t = consts.get(name)
+        if t is None or int(np.prod(t.dims)) != 1:
+            return False
+        return abs(float(numpy_helper.to_array(t).reshape(())) - value) <= 1e-5 * abs(value)
 
     def other(node, name: str) -> str | None:
         """The other input of a two-input node that has ``name`` as one input."""
@@ -121,15 +130,15 @@ def fuse_erf_gelu(proto: onnx.ModelProto) -> onnx.ModelProto:
         if div is None or div.op_type != "Div" or not scalar(div.input[1], math.sqrt(2.0)):
             continue
         x = div.input[0]
-        adds = [n for n in nodes if n.op_type == "Add" and erf.output[0] in n.input]
+        adds = [n for n in consumers.get(erf.output[0], []) if n.op_type == "Add"]
         if len(adds) != 1 or not scalar(other(adds[0], erf.output[0]) or "", 1.0):
             continue
         add = adds[0]
-        mul1 = [n for n in nodes if n.op_type == "Mul" and add.output[0] in n.input and other(n, add.output[0]) == x]
+        mul1 = [n for n in consumers.get(add.output[0], []) if n.op_type == "Mul" and other(n, add.output[0]) == x]
         if len(mul1) != 1:
             continue
-        mul2 = [n for n in nodes if n.op_type == "Mul" and mul1[0].output[0] in n.input
-                and scalar(other(n, mul1[0].output[0]) or "", 0.5)]
+        mul2 = [n for n in consumers.get(mul1[0].output[0], [])
+                if n.op_type == "Mul" and scalar(other(n, mul1[0].output[0]) or "", 0.5)]
         if len(mul2) != 1:
             continue
         chain = [div, erf, add, mul1[0]]

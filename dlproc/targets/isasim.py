@@ -579,12 +579,12 @@ class _Run:
         hw = self.hw
         n = insn.count
         self._check_table_flag(insn, index)
-        self._check_sram("INP", insn.inp_a, n, hw.inp_depth, "ADD operand a", index)
-        self._check_sram("INP", insn.inp_b, n, hw.inp_depth, "ADD operand b", index)
-        self._check_sram("OUT", insn.out_base, n, hw.out_depth, "ADD output", index)
         if insn.mul and not hw.multiply:
             raise IllegalFieldError("ADD.mul is set, but this processor has no element-wise multiply",
                                     insn_index=index)
+        self._check_sram("INP", insn.inp_a, n, hw.inp_depth, "ADD operand a", index)
+        self._check_sram("INP", insn.inp_b, n, hw.inp_depth, "ADD operand b", index)
+        self._check_sram("OUT", insn.out_base, n, hw.out_depth, "ADD output", index)
         xa = self.m.inp[insn.inp_a:insn.inp_a + n].astype(np.int64) - insn.za
         rows = np.arange(n) if insn.b_repeat == 0 else np.arange(n) // insn.b_repeat
         xb = self.m.inp[insn.inp_b + rows].astype(np.int64) - insn.zb

@@ -588,13 +588,18 @@ def add(
     xa, xb = np.asarray(xa), np.asarray(xb)
     if xa.shape != xb.shape:
         raise ValueError(f"add operands differ in shape: {xa.shape} and {xb.shape}")
-    for name, m in (("ma", ma), ("mb", mb)):
+    _check_adder_scalars(shift, ma=ma, mb=mb)
+    acc = _centered(xa, za).astype(np.int64) * int(ma) + _centered(xb, zb).astype(np.int64) * int(mb)
+    return requantize(acc, 1, int(shift), zp_out, act_min, act_max)
+
+
+def _check_adder_scalars(shift: int, **multipliers: int) -> None:
+    """The adder's multipliers fit MULT_BITS and its common shift is at most MAX_SHIFT (ADD's fields)."""
+    for name, m in multipliers.items():
         if not 0 <= int(m) < MULT_LIMIT:
             raise ValueError(f"{name} must be in [0, 2**{MULT_BITS}), got {m}")
     if not 0 <= int(shift) <= MAX_SHIFT:
         raise ValueError(f"shift must be in [0, {MAX_SHIFT}], got {shift}")
-    acc = _centered(xa, za).astype(np.int64) * int(ma) + _centered(xb, zb).astype(np.int64) * int(mb)
-    return requantize(acc, 1, int(shift), zp_out, act_min, act_max)
 
 
 def mul(
@@ -620,10 +625,7 @@ def mul(
         raise ValueError(f"mul operands do not broadcast: {xa.shape} and {xb.shape}") from None
     if shape != xa.shape:
         raise ValueError(f"mul: operand b {xb.shape} must broadcast to operand a {xa.shape}")
-    if not 0 <= int(mult) < MULT_LIMIT:
-        raise ValueError(f"mult must be in [0, 2**{MULT_BITS}), got {mult}")
-    if not 0 <= int(shift) <= MAX_SHIFT:
-        raise ValueError(f"shift must be in [0, {MAX_SHIFT}], got {shift}")
+    _check_adder_scalars(shift, mult=mult)
     acc = _centered(xa, za).astype(np.int64) * _centered(xb, zb).astype(np.int64)
     return requantize(acc, int(mult), int(shift), zp_out, act_min, act_max)
 
