@@ -106,7 +106,7 @@ def imported(data: bytes, row: dict, key: str):
         try:
             return load_onnx(path)
         except DlprocError as exc:
-            row[key] = first_line(exc)
+            row[key] = first_line(exc).replace(f"{tmp}/", "")
             return None
 
 
