@@ -396,8 +396,10 @@ def _plan_notes(ops: list[HwOp], plans: list[Any]) -> list[str]:
     for op, plan in zip(ops, plans):
         notes.append(f"{op.layer}: {op.kind} {op.in_shape[0]}x{op.in_shape[1]}x{op.in_shape[2]} -> "
                      f"{op.out_shape[0]}x{op.out_shape[1]}x{op.out_shape[2]}, tile {plan.tile[0]}x{plan.tile[1]}, "
-                     f"{plan.steps} step(s), {plan.order}, weights {plan.weights}, estimated {plan.estimated_cycles} "
-                     "cycles")
+                     f"{plan.steps} step(s), {plan.order}, weights {plan.weights}, "
+                     + (f"reduction split into {plan.chunks} partial-sum CONVs per output block (its weights or "
+                        "input do not fit the buffers), " if plan.chunks > 1 else "")
+                     + f"estimated {plan.estimated_cycles} cycles")
     return notes
 
 

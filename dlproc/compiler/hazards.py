@@ -60,7 +60,7 @@ class HazardError(AssertionError):
 class Hazard:
     """One problem of a stream. ``kind``: RAW/WAR/WAW (``first``/``second`` conflict on ``space``
     at ``where`` -- a buffer word or DRAM byte address -- and are unordered), ``deadlock``,
-    ``unbalanced`` or ``overflow``."""
+    ``unbalanced``, ``overflow`` or ``chain`` (a broken partial-sum chain of CONVs)."""
 
     kind: str
     first: int
@@ -115,7 +115,7 @@ def footprint(insn: isa.Instruction, geom: Geometry) -> tuple[list[Access], list
         return [("INP", insn.inp_base, _window_end(insn, insn.cin_blocks, insn.dil_y, insn.dil_x)),
                 ("WGT", insn.wgt_base, insn.wgt_base + insn.cin_blocks * insn.kh * insn.kw),
                 ("PRM", insn.prm_base, insn.prm_base + 1)], \
-               [("OUT", insn.out_base, insn.out_base + insn.out_h * insn.out_w)]
+               ([] if insn.acc_keep else [("OUT", insn.out_base, insn.out_base + insn.out_h * insn.out_w)])
     if isinstance(insn, isa.Pool):
         reads = [("INP", insn.inp_base, _window_end(insn, insn.z_size, 1, 1))]
         if insn.mode == isa.PoolMode.AVG:
@@ -436,6 +436,7 @@ def check_program(geom: Geometry, insns: list[isa.Instruction], *, queue_depth: 
     order, problems = _linearize(insns, depth)
     if problems:
         return problems
+    problems += _chain_problems(insns)
     # Token bookkeeping: balance, stream order of producers/consumers, worst-case counter values.
     push_list: dict[str, list[int]] = {q: [] for q in QUEUES}
     pop_list: dict[str, list[int]] = {q: [] for q in QUEUES}
@@ -479,6 +480,31 @@ def check_program(geom: Geometry, insns: list[isa.Instruction], *, queue_depth: 
         if worst > cap:
             problems.append(Hazard("overflow", -1, -1, detail=(
                 f"the {q} counter can reach {worst}, beyond {cap} ({geom.hw.token_bits}-bit counters)")))
+    return problems
+
+
+def _chain_problems(insns: list[isa.Instruction]) -> list[Hazard]:
+    """Partial-sum chains: the compute unit runs its instructions in order and only CONVs touch
+    the accumulator, so a CONV with acc_in must directly follow (among the CONVs) one with
+    acc_keep of the same tile shape, and a held tile must be continued before anything else
+    reuses the accumulator or the program finishes."""
+    problems: list[Hazard] = []
+    held: int | None = None
+    for i, insn in enumerate(insns):
+        if isinstance(insn, isa.Conv):
+            if insn.acc_in:
+                prev = insns[held] if held is not None else None
+                if prev is None or (prev.out_h, prev.out_w) != (insn.out_h, insn.out_w):
+                    problems.append(Hazard("chain", -1 if held is None else held, i, detail=(
+                        f"CONV {i} continues partial sums (acc_in) but "
+                        + ("no CONV before it holds any" if held is None else
+                           f"CONV {held} holds a {prev.out_h}x{prev.out_w} tile, not {insn.out_h}x{insn.out_w}"))))
+            elif held is not None:
+                problems.append(Hazard("chain", held, i, detail=(
+                    f"CONV {i} starts a new sum while CONV {held}'s partial sums (acc_keep) are held")))
+            held = i if insn.acc_keep else None
+        elif isinstance(insn, isa.Finish) and held is not None:
+            problems.append(Hazard("chain", held, i, detail=f"FINISH while CONV {held}'s partial sums are held"))
     return problems
 
 

@@ -305,6 +305,8 @@ def _buf_fields(insn: isa.Instruction, buf: str) -> tuple[str, ...]:
         return ("prm_base",) if insn.mode == isa.PoolMode.AVG else ()
     if isinstance(insn, isa.Fc) and buf == "INP":
         return ("inp_base",) if insn.load_x else ()
+    if isinstance(insn, isa.Conv) and buf == "OUT" and insn.acc_keep:
+        return ()  # holds its partial sums: writes no OUT word
     return _BUF_FIELDS[buf].get(type(insn), ())
 
 

@@ -31,6 +31,9 @@ class ConvTiming:
         n = insn.out_h * insn.out_w
         per_tap = max(n, 3)
         s = max(a + tp.conv_first_issue, self.s_gate)
+        if insn.acc_in:
+            # Continuing held partial sums: the first tap reads ACC, after the held tile's drain item.
+            s = max(s, self.drain_end)
         if taps > 1:
             # The second tap reads ACC, so it waits until the previous tile's drain has read it.
             s2 = max(s + per_tap, self.drain_end)
@@ -43,8 +46,9 @@ class ConvTiming:
         # Hand-over to the next tile: its first tap waits for this tile's final write.
         self.s_gate = sweep_end + min(n, 3) + tp.acc_stages - 3 + (1 if taps == 1 else 0)
         drain = max(last_issue + tp.acc_stages + tp.conv_drain_gap, self.drain_end + 1)
-        self.drain_end = drain + n
-        return drain + n + tp.ostage_latency, taps * n
+        drained = 1 if insn.acc_keep else n  # a held tile drains as one item that writes nothing
+        self.drain_end = drain + drained
+        return drain + drained + tp.ostage_latency, taps * n
 
 
 def pool_cycles(insn: isa.Pool) -> int:

@@ -421,6 +421,9 @@ FIELDS: dict[Opcode, tuple[Field, ...]] = {
         _size("cin_blocks", "input channel blocks accumulated"),
         *_clamp(),
         _act_table_flag(),
+        _f("acc_in", 1, doc="1: continue the partial sums held in ACC (from a CONV with acc_keep, same out_h x out_w) "
+                            "instead of starting from the bias"),
+        _f("acc_keep", 1, doc="1: hold the sums in ACC for the next CONV (acc_in) instead of writing OUT"),
     ),
     Opcode.POOL: (
         _sram("inp_base", "INP word of pixel (0,0) of plane 0"),

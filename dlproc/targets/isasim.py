@@ -219,6 +219,9 @@ class Machine:
         self.act_table = np.zeros(ACT_TABLE_SIZE, dtype=np.int8)
         # The FC engine's x buffer (FC with load_x writes it; FC tiles of one layer share it).
         self.fcx = np.zeros(self.hw.fc_in_depth, dtype=np.int8)
+        # The conv engine's accumulators held by a CONV with acc_keep (int32 per pixel and lane,
+        # with the tile's (out_h, out_w)); None when no partial sum is held. Any CONV releases them.
+        self.acc_held: tuple[tuple[int, int], np.ndarray] | None = None
 
     # ---- DRAM access by the host (no window checks: this is not the processor) ------------------
     def mem_write(self, addr: int, data: bytes | bytearray | np.ndarray) -> None:
@@ -255,6 +258,7 @@ class Machine:
             raise SimulationError("run(): give the program or the instruction count")
         if dma_limit is None:
             dma_limit = self.dram.size
+        self.acc_held = None  # START resets the engines' state (the buffers keep their contents)
         return _Run(self, insn_base, count, dma_base, dma_limit).execute()
 
     def execute_alone(self, insn: isa.Instruction, *, dma_base: int = 0, dma_limit: int | None = None) -> None:
@@ -531,7 +535,16 @@ class _Run:
         self._check_sram("WGT", insn.wgt_base, n_taps, hw.wgt_depth, "CONV weights", index)
         self._check_sram("PRM", insn.prm_base, 1, hw.prm_depth, "CONV parameters", index)
         pixels = insn.out_h * insn.out_w
-        self._check_sram("OUT", insn.out_base, pixels, hw.out_depth, "CONV output", index)
+        held, self.m.acc_held = self.m.acc_held, None
+        if insn.acc_in and (held is None or held[0] != (insn.out_h, insn.out_w)):
+            what = "no partial sums are held" if held is None else \
+                f"the held partial sums are of a {held[0][0]}x{held[0][1]} tile"
+            raise IllegalFieldError(
+                f"CONV.acc_in = 1 for a {insn.out_h}x{insn.out_w} tile, but {what} (acc_in continues the sums "
+                "of the CONV just before, which must have acc_keep = 1 and the same out_h x out_w)",
+                insn_index=index)
+        if not insn.acc_keep:  # a held tile is never drained, so its OUT words are not checked
+            self._check_sram("OUT", insn.out_base, pixels, hw.out_depth, "CONV output", index)
         bias, mult, mneg, shift = self._params(insn.prm_base, "CONV", index)
 
         # Gather every tap of every pixel as X[p, (cb, ky, kx), ci] -- the WGT word order -- and
@@ -544,11 +557,15 @@ class _Run:
         idx = insn.inp_base + self._pixel_offsets(insn)[:, None] + taps[None, :]
         x = self.m.inp[idx].reshape(pixels, n_taps * c).astype(np.float64)
         w = self.m.wgt[insn.wgt_base:insn.wgt_base + n_taps].transpose(0, 2, 1).reshape(n_taps * c, c)
-        acc = wrap_int32((x @ w.astype(np.float64)).astype(np.int64) + bias[None, :])
+        start = held[1] if insn.acc_in else bias[None, :]
+        acc = wrap_int32((x @ w.astype(np.float64)).astype(np.int64) + start)
+        self.result.mac_ops += pixels * n_taps * c * c
+        if insn.acc_keep:
+            self.m.acc_held = ((insn.out_h, insn.out_w), acc)
+            return
         out = requantize(acc, mult[None, :], shift[None, :], insn.zp_out, insn.act_min, insn.act_max,
                          mneg[None, :])
         self.m.out[insn.out_base:insn.out_base + pixels] = self._tabled(insn, out)
-        self.result.mac_ops += pixels * n_taps * c * c
 
     def _exec_pool(self, insn: isa.Pool, index: int) -> None:
         hw = self.hw

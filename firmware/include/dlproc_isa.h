@@ -126,6 +126,10 @@
 #define DLPROC_CONV_ACT_MAX_SIGNED 1
 #define DLPROC_CONV_ACT_TABLE_OFFSET 218
 #define DLPROC_CONV_ACT_TABLE_BITS 1
+#define DLPROC_CONV_ACC_IN_OFFSET 219
+#define DLPROC_CONV_ACC_IN_BITS 1
+#define DLPROC_CONV_ACC_KEEP_OFFSET 220
+#define DLPROC_CONV_ACC_KEEP_BITS 1
 
 /* POOL: Max or average pooling of ``z_size`` channel-block planes (see "Semantics" in ``docs/isa.md``). */
 #define DLPROC_POOL_INP_BASE_OFFSET 8

@@ -8,7 +8,10 @@ limits (the accumulators wrap) -- laid out in INP/WGT/PRM with random gaps and g
 unused words and lanes. Each layer's output is cut into tiles of random, unequal sizes (down to
 1 x 1 pixel, the tightest accumulator hand-over), and the CONVs of all tiles, output blocks and
 layers are issued in random order with random gaps, so tiles of different sizes and tap counts
-follow each other. Every OUT word must be written once, bit-exact with the golden model, with the
+follow each other. A tile whose output block reads two or more input blocks is sometimes run as a
+partial-sum chain (``acc_keep`` ... ``acc_in``: two or three CONVs over random slices of its input
+blocks, issued back to back), which must give the same words and write nothing before its last
+CONV. Every OUT word must be written once, bit-exact with the golden model, with the
 last-word and push flags on each CONV's last word only; the MAC array must be active exactly
 sum(taps x pixels) cycles. Parameters: ``DLPROC_BENCH_HW``, ``DLPROC_BENCH_SEED``,
 ``DLPROC_BENCH_CASES``.
@@ -195,12 +198,22 @@ async def _case(bench: BlockBench, case: int, corrupt: bool = False) -> None:
         lo, hi = L.ranges[ob]
         (sy, sx), (dy, dx) = L.stride, L.dil
         oh_, ow_ = y1 - y0, x1 - x0
-        insn = isa.Conv(
-            inp_base=inp_at[li] + lo * L.in_plane + y0 * sy * L.in_w + x0 * sx, wgt_base=wgt_at[li] + L.wstart[ob],
-            prm_base=prm_at[li][ob], out_base=out_next, in_w=L.in_w, in_plane=L.in_plane, out_h=oh_, out_w=ow_,
-            kh=L.kh, kw=L.kw, stride_y=sy, stride_x=sx, dil_y=dy, dil_x=dx, cin_blocks=hi - lo,
-            zp_out=L.zp_out, act_min=L.act[0], act_max=L.act[1],
-            push_prev=bool(rng.random() < 0.5), push_next=bool(rng.random() < 0.5))
+        # Slices of the input blocks: one CONV, or a partial-sum chain of two or three.
+        links = int(rng.integers(2, min(3, hi - lo) + 1)) if hi - lo >= 2 and rng.random() < 0.35 else 1
+        cuts = [lo] + sorted(int(v) for v in rng.choice(np.arange(lo + 1, hi), links - 1, replace=False)) + [hi]
+        for k in range(links):
+            b0, b1 = cuts[k], cuts[k + 1]
+            insn = isa.Conv(
+                inp_base=inp_at[li] + b0 * L.in_plane + y0 * sy * L.in_w + x0 * sx,
+                wgt_base=wgt_at[li] + L.wstart[ob] + (b0 - lo) * L.kh * L.kw,
+                prm_base=prm_at[li][ob], out_base=out_next if k == links - 1 else 0, in_w=L.in_w,
+                in_plane=L.in_plane, out_h=oh_, out_w=ow_, kh=L.kh, kw=L.kw, stride_y=sy, stride_x=sx, dil_y=dy,
+                dil_x=dx, cin_blocks=b1 - b0, zp_out=L.zp_out, act_min=L.act[0], act_max=L.act[1],
+                acc_in=int(k > 0), acc_keep=int(k < links - 1),
+                push_prev=bool(k == links - 1 and rng.random() < 0.5),
+                push_next=bool(k == links - 1 and rng.random() < 0.5))
+            if k < links - 1:
+                insns.append(insn)
         tile = L.out[ob * c:(ob + 1) * c, y0:y1, x0:x1]  # (C, oh, ow)
         for k, word in enumerate(tile.reshape(c, -1).T):
             expected[out_next + k] = word

@@ -1,7 +1,7 @@
 """ONNX models with the patterns torch.onnx.export writes (opset 17), built with onnx.helper:
 SiLU as ``Mul(x, Sigmoid(x))``, HardSwish, HardSigmoid, Sigmoid, Tanh, Softplus fused into a conv,
 an add and a Gemm and standalone after a concat and after a conv read twice; squeeze-and-excitation
-(a channel-wise Mul). Shared by the compiler tests (ISA-level simulator) and the RTL tests."""
+(a channel-wise Mul); VGG's classifier entry (a 25088-input Gemm). Shared by the compiler tests (ISA-level simulator) and the RTL tests."""
 
 from __future__ import annotations
 
@@ -181,6 +181,34 @@ def quantized_densenet(config=None, c1: int = 5, c2: int = 6):
     channels: the concat has padding channels at C = 4)."""
     net = load_onnx(densenet_block(c1, c2))
     x = np.random.default_rng(10).uniform(-1, 1, (8, 3, 8, 8)).astype(np.float32)
+    return net, quantize(net, config, x), x
+
+
+def vgg_classifier_model(seed: int = 70, outputs: int = 10) -> onnx.ModelProto:
+    """VGG-16's classifier entry as torch exports it: x (512x14x14) -> MaxPool 2x2 -> Flatten ->
+    Gemm (25088 -> ``outputs``, transB) -> Relu. On a small configuration neither the FC engine
+    nor one CONV holds its reduction, so it runs as a 7x7 conv split into partial sums."""
+    rng = np.random.default_rng(seed)
+    inits = [_init(rng, "fw", (outputs, 512 * 7 * 7), 0.01), _init(rng, "fb", (outputs,), 0.1)]
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], strides=[2, 2], name="pool5"),
+        helper.make_node("Flatten", ["p"], ["flat"], axis=1, name="flatten"),
+        helper.make_node("Gemm", ["flat", "fw", "fb"], ["fc"], alpha=1.0, beta=1.0, transB=1, name="fc6"),
+        helper.make_node("Relu", ["fc"], ["y"], name="relu6"),
+    ]
+    graph = helper.make_graph(nodes, "vgg_classifier",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 512, 14, 14])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, outputs])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def quantized_vgg_classifier(config=None, seed: int = 70):
+    """(float network, quantized network, calibration data) of :func:`vgg_classifier_model`."""
+    net = load_onnx(vgg_classifier_model(seed))
+    x = np.random.default_rng(seed + 1).uniform(-1, 1, (4, 512, 14, 14)).astype(np.float32)
     return net, quantize(net, config, x), x
 
 

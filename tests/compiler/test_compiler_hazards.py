@@ -63,6 +63,27 @@ def test_one_tile_with_tokens_is_clean():
     assert check_program(GEOM4, prog) == []
 
 
+def test_partial_sum_chains_are_checked():
+    """acc_in must continue the held tile of the CONV just before (same shape); nothing may start
+    a new sum or FINISH while a tile is held."""
+    tail = [_store(pop_prev=True), isa.Finish()]
+    good = [_load(push_next=True), _conv(pop_prev=True, acc_keep=1), _conv(acc_in=1, acc_keep=1),
+            _conv(acc_in=1, push_next=True)] + tail
+    assert check_program(GEOM4, good) == []
+    bad = {
+        "no CONV before it holds any": [_load(push_next=True), _conv(pop_prev=True, acc_in=1, push_next=True)],
+        "holds a 4x4 tile, not 4x2": [_load(push_next=True), _conv(pop_prev=True, acc_keep=1),
+                                      dataclasses.replace(_conv(acc_in=1, push_next=True), out_w=2)],
+        "starts a new sum while CONV 1's partial sums": [_load(push_next=True), _conv(pop_prev=True, acc_keep=1),
+                                                        _conv(push_next=True)],
+    }
+    for text, prog in bad.items():
+        problems = [p for p in check_program(GEOM4, prog + tail) if p.kind == "chain"]
+        assert len(problems) == 1 and text in str(problems[0]), (text, problems)
+    held_at_finish = [_load(push_next=True), _conv(pop_prev=True, acc_keep=1), isa.Finish()]
+    assert [p.kind for p in check_program(GEOM4, held_at_finish)] == ["chain"]
+
+
 def test_missing_tokens_are_reported_by_kind():
     # The CONV reads INP before the LOAD wrote it, the STORE reads OUT before the CONV wrote it.
     prog = [_load(), _conv(), _store(), isa.Finish()]

@@ -4,7 +4,9 @@ bit-exact on the ISA-level simulator against the golden model (and equal to ONNX
 * a BatchNormalization that cannot be folded (DenseNet's pre-activation: Concat -> BN -> ReLU ->
   conv) runs as a 1x1 depthwise conv, also over a concat with padding channels (5 + 6 at C = 4);
 * a GlobalAveragePool over a plane larger than one POOL window (squeeze-and-excitation at
-  112x112) is an average pool over equal windows that tile the plane, then a global one."""
+  112x112) is an average pool over equal windows that tile the plane, then a global one;
+* VGG-16's first FC (25,088 inputs) on a configuration whose FC engine and WGT cannot hold its
+  reduction runs as a 7x7 conv split into partial-sum CONVs."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import onnxruntime as ort
 from dlproc.compiler import compile_network
 from dlproc.frontends.onnx import load_onnx
 
-from act_table_models import densenet_block, isasim_matches_golden, quantize
+from act_table_models import densenet_block, isasim_matches_golden, quantize, quantized_vgg_classifier
 from layerprog_cases import small_config
 
 
@@ -131,3 +133,19 @@ def test_erf_gelu_is_the_gelu_table_activation():
     other = erf_gelu_model()
     other.graph.output.append(helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 8, 8, 8]))
     assert fuse_erf_gelu(other) is other
+
+
+def test_vgg_first_fc_on_a_small_buffer_is_a_partial_sum_chain():
+    from dlproc.hardware import isa
+    from sim_fixture import blocks_config
+
+    cfg = blocks_config()  # WGT 1,024 words: one output block's 128 x 49 = 6,272 words do not fit
+    _, qnet, x = quantized_vgg_classifier(cfg)
+    cn = compile_network(qnet, cfg)
+    text = "\n".join(cn.notes)
+    assert "fc6: does not fit the FC engine" in text and "partial-sum CONVs per output block" in text
+    convs = [i for i in isa.decode_program(cn.instructions) if isinstance(i, isa.Conv)]
+    chain = convs[:next(k for k, c in enumerate(convs) if not c.acc_keep) + 1]
+    assert len(chain) > 1 and sum(c.cin_blocks for c in chain) == 512 // 4
+    assert [c.acc_in for c in chain] == [0] + [1] * (len(chain) - 1)
+    isasim_matches_golden(qnet, cfg, x)

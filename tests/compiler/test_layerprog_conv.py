@@ -48,14 +48,14 @@ def test_random_conv_matches_golden(name, seed):
     try:
         check(CONFIGS[name], layer, x)
     except CompileError as exc:
-        # Only a layer whose single output block cannot fit this configuration may be refused.
-        assert "does not fit this configuration" in str(exc)
+        # Only a layer of which not even one input block of one output pixel fits may be refused
+        # (anything larger runs as a partial-sum chain).
+        assert "does not fit this configuration even as a partial-sum chain" in str(exc)
         geom = Geometry.from_config(CONFIGS[name])
         kh, kw = layer.weight.shape[2:]
         dy, dx = layer.dilation
-        cin_blocks = -(-x.shape[0] // geom.c)
-        footprint = cin_blocks * ((kh - 1) * dy + 1) * ((kw - 1) * dx + 1)
-        assert cin_blocks * kh * kw > geom.depth("WGT") or footprint > geom.depth("INP")
+        window = ((kh - 1) * dy + 1) * ((kw - 1) * dx + 1)
+        assert kh * kw > geom.depth("WGT") or window > geom.depth("INP")
 
 
 def test_multi_tile_layer_uses_several_tiles_groups_and_halos():
@@ -162,9 +162,38 @@ def test_bad_layers_are_refused_with_clear_errors():
         build_conv_program(cfg, ConvLayer(w, bias=ok["bias"], mult=np.full(4, 1 << 15), shift=ok["shift"]), x)
     with pytest.raises(CompileError, match="int8"):
         build_conv_program(cfg, ConvLayer(w, **ok), x.astype(np.int16))
-    with pytest.raises(CompileError, match="does not fit this configuration"):
-        big = np.zeros((4, 64, 7, 7), np.int8)
-        build_conv_program(cfg, ConvLayer(big, **ok), np.zeros((64, 8, 8), np.int8))
+    with pytest.raises(CompileError, match="does not fit this configuration even as a partial-sum chain: one "
+                                           "input block's 289 taps need 289 WGT words"):
+        huge = np.zeros((4, 4, 17, 17), np.int8)  # c4-tiny's WGT holds 256 words
+        build_conv_program(CONFIGS["c4-tiny"], ConvLayer(huge, **ok), np.zeros((4, 20, 20), np.int8))
+
+
+@pytest.mark.parametrize("name, shape, ci, co, k, stride, pads", [
+    # WGT-bound: one output block needs 16 blocks x 49 taps = 784 words (c4 WGT is smaller), the input fits
+    ("c4", (64, 8, 8), 64, 8, 7, 1, 0),
+    # 3x3 over 30 input blocks: 270 words, more than WGT holds (256 and 228 words)
+    ("c4-tiny", (120, 9, 9), 120, 6, 3, 1, 1),
+    ("c3-64bit", (90, 7, 7), 90, 5, 3, 2, 1),
+])
+def test_reduction_split_into_partial_sum_chains(name, shape, ci, co, k, stride, pads):
+    """A conv whose output block's weights or input do not fit runs as chains of CONVs passing
+    their int32 sums on in the accumulator (acc_keep ... acc_in), bit-exact on every schedule."""
+    cfg = CONFIGS[name]
+    geom = Geometry.from_config(cfg)
+    rng = np.random.default_rng(sum(shape) + co)
+    w = rng.integers(-128, 128, (co, ci, k, k)).astype(np.int8)
+    x = rng.integers(-128, 128, shape).astype(np.int8)
+    layer = ConvLayer(w, rng.integers(-5000, 5000, co).astype(np.int32),
+                      rng.integers(1 << 13, 1 << 15, co), np.full(co, 19), zp_in=3, zp_out=-4,
+                      stride=stride, pads=pads)
+    assert -(-ci // geom.c) * k * k > geom.depth("WGT")  # would not fit without the split
+    prog, _ = check(cfg, layer, x)
+    assert prog.plan.chunks > 1
+    convs = [i for i in prog.instructions if isinstance(i, isa.Conv)]
+    assert [c.acc_in for c in convs[:prog.plan.chunks]] == [0] + [1] * (prog.plan.chunks - 1)
+    assert [c.acc_keep for c in convs[:prog.plan.chunks]] == [1] * (prog.plan.chunks - 1) + [0]
+    assert sum(c.cin_blocks for c in convs[:prog.plan.chunks]) == -(-ci // geom.c)
+    assert sum(not c.acc_keep for c in convs) == sum(isinstance(i, isa.Store) for i in prog.instructions)
 
 
 def test_two_layers_chained_with_a_barrier():

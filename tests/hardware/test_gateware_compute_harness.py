@@ -84,9 +84,29 @@ def random_buffers(rng: np.random.Generator, hw: isa.HardwareParams, scale_taps:
 # NumPy references of the contract formulas
 def conv_reference(buf: Buffers, insn: isa.Conv) -> np.ndarray:
     """OUT words [out_h*out_w, C] of one CONV, straight from the contract's formula."""
+    return conv_chain_reference(buf, [insn])
+
+
+def conv_chain_reference(buf: Buffers, chain: list[isa.Conv]) -> np.ndarray:
+    """OUT words of a partial-sum chain (acc_keep ... acc_in): the bias of the first CONV's PRM
+    word plus every CONV's sums, wrapped to int32 and requantized with the last one's parameters."""
+    c = buf.c
+    last = chain[-1]
+    acc = np.zeros((last.out_h, last.out_w, c), dtype=np.int64)
+    acc += buf.bias[chain[0].prm_base].astype(np.int64)
+    for insn in chain:
+        acc += _conv_sums(buf, insn)
+    acc = ((acc + 2**31) % 2**32) - 2**31
+    p = last.prm_base
+    out = requantize(acc, buf.mult[p], buf.shift[p], last.zp_out, last.act_min, last.act_max,
+                     buf.mult_neg[p])
+    return out.reshape(-1, c)
+
+
+def _conv_sums(buf: Buffers, insn: isa.Conv) -> np.ndarray:
+    """The unwrapped sums over one CONV's taps, [out_h, out_w, C] int64 (no bias)."""
     c = buf.c
     acc = np.zeros((insn.out_h, insn.out_w, c), dtype=np.int64)
-    acc += buf.bias[insn.prm_base].astype(np.int64)
     for cb in range(insn.cin_blocks):
         for ky in range(insn.kh):
             for kx in range(insn.kw):
@@ -97,11 +117,7 @@ def conv_reference(buf: Buffers, insn: isa.Conv) -> np.ndarray:
                              + (oy * insn.stride_y + ky * insn.dil_y) * insn.in_w
                              + ox * insn.stride_x + kx * insn.dil_x)
                         acc[oy, ox] += w @ buf.inp[a].astype(np.int64)  # [co][ci] x [ci]
-    acc = ((acc + 2**31) % 2**32) - 2**31
-    p = insn.prm_base
-    out = requantize(acc, buf.mult[p], buf.shift[p], insn.zp_out, insn.act_min, insn.act_max,
-                     buf.mult_neg[p])
-    return out.reshape(-1, c)
+    return acc
 
 
 def pool_reference(buf: Buffers, insn: isa.Pool) -> np.ndarray:

@@ -3,7 +3,8 @@ C = 4 configuration of test_rtl_blocks, so the native build is shared): torch-st
 (SiLU as Sigmoid + Mul, HardSwish, Sigmoid, Tanh, Softplus, HardSigmoid) fused into convs, an add
 and an FC and run standalone, a squeeze-and-excitation block (channel-wise Mul) and ShuffleNet's
 channel shuffle and chunk (channel views), and DenseNet's BatchNormalization after a Concat (a
-depthwise conv over a padded concat), are bit-exact
+depthwise conv over a padded concat), and VGG-16's first FC (25,088 inputs) as a partial-sum
+chain of CONVs, are bit-exact
 with the ISA-level simulator and ``golden.run.run_int8``; the estimate is within 5 % of the RTL
 cycles."""
 
@@ -17,7 +18,8 @@ from dlproc.hardware import isa
 from dlproc.targets.golden.run import run_int8
 from dlproc.targets.workflow import Workflow
 
-from act_table_models import quantized_activations, quantized_densenet, quantized_se, quantized_shuffle
+from act_table_models import (quantized_activations, quantized_densenet, quantized_se, quantized_shuffle,
+                              quantized_vgg_classifier)
 from sim_fixture import blocks_config
 
 pytestmark = pytest.mark.slow
@@ -26,7 +28,7 @@ CFG = blocks_config()  # one native build shared with test_rtl_blocks, test_rtl_
 
 
 BUILDERS = {"activations": quantized_activations, "se": quantized_se, "shuffle": quantized_shuffle,
-            "densenet": quantized_densenet}
+            "densenet": quantized_densenet, "vgg_fc": quantized_vgg_classifier}
 
 
 @pytest.mark.parametrize("which", sorted(BUILDERS))
@@ -40,6 +42,8 @@ def test_network_on_rtl_is_bit_exact_and_estimated(which):
         assert isa.Opcode.ACTTAB in {insn.OPCODE for insn in insns}
     if which == "se":
         assert any(isinstance(i, isa.Add) and i.mul and i.b_repeat for i in insns)
+    if which == "vgg_fc":
+        assert any(isinstance(i, isa.Conv) and i.acc_keep for i in insns)
     ref = run_int8(qnet, qnet.quantize_input(x[:1]), collect=True)
     values = {}
     cycles = None

@@ -12,6 +12,7 @@ import numpy as np
 from dlproc.hardware import isa
 from dlproc.errors import CompileError
 from dlproc.hardware.geometry import Geometry
+from dlproc.compiler.planners.conv_partial import plan_conv_partial
 from dlproc.compiler.planners.packing import channel_blocks, pack_weighted_params
 from dlproc.compiler.planners.schedule import (ConvAddrs, OP_OVERHEAD, OUT_SLOTS_MAX, PAD_MAX, Plan, SIZE_MAX, Step,
                                                StepLoad, StepOp, ddr_model, estimate_steps, linear_loads,
@@ -187,11 +188,16 @@ def plan_conv_shape(geom: Geometry, layer: ConvLayer, s: ConvShape, addrs: ConvA
         if best is not None:
             break
     if best is None:
+        # One output block's reduction does not fit: split it over its input blocks into a chain
+        # of CONVs that pass their partial sums on in the accumulator (planners/conv_partial.py).
+        partial = plan_conv_partial(geom, layer, s, addrs, ranges, [int(v) for v in wgt_start], config)
+        if partial is not None:
+            return partial
+        window = extent(1, 1, s.kh, s.dil[0]) * extent(1, 1, s.kw, s.dil[1])
         raise CompileError(
-            f"conv {s.ci}->{s.co} {s.kh}x{s.kw} does not fit this configuration: one output block needs "
-            f"{max(ob_words)} WGT words (WGT has {geom.depth('WGT')}) and at least "
-            f"{max(hi - lo for lo, hi in ranges) * extent(1, 1, s.kh, s.dil[0]) * extent(1, 1, s.kw, s.dil[1])} "
-            f"INP words for one output pixel (INP has {geom.depth('INP')}); "
+            f"conv {s.ci}->{s.co} {s.kh}x{s.kw} does not fit this configuration even as a partial-sum chain: "
+            f"one input block's {s.kh * s.kw} taps need {s.kh * s.kw} WGT words (WGT has {geom.depth('WGT')}) "
+            f"and its window for one output pixel {window} INP words (INP has {geom.depth('INP')}); "
             "raise WeightMemorySize / InputMemorySize")
     return best[1], best[2]
 

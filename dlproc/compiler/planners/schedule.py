@@ -42,7 +42,9 @@ class StepLoad:
 @dataclass
 class StepOp:
     compute: isa.Conv | isa.Pool
-    store: isa.Store
+    #: None for a CONV that holds its partial sums (acc_keep) and for the FC tiles that share one
+    #: STORE: such an op writes no OUT slot of the ring
+    store: isa.Store | None
     cycles: int  #: estimated compute cycles
 
 
@@ -68,6 +70,9 @@ class Plan:
     macs: int  #: true MACs of the layer (no padded lanes), for utilization
     dma_bytes: int  #: bytes the program moves on the bus (loads + stores)
     inp_slots: int = 2  #: 2 = INP double-buffered; 1 = the receptive field needs all of INP
+    #: CONVs per output tile and block: > 1 when the reduction is split into a partial-sum chain
+    #: (acc_keep ... acc_in) because one output block's weights or input do not fit the buffers
+    chunks: int = 1
 
 
 #: Steps a step's loads may run ahead of the compute unit when no buffer reuse makes them wait
@@ -120,15 +125,20 @@ class Emitter:
                     c2l_push.add(waits[k])
                     popped = waits[k]
                 last.push_next = True
-        n_ops = sum(len(st.ops) for st in steps)
+        # i counts the ops that write an OUT slot of the ring; an op without a STORE (a CONV that
+        # holds its partial sums) neither waits for nor gives the store unit a token.
+        n_ops = sum(op.store is not None for st in steps for op in st.ops)
         i = 0
         r = self.out_slots
         for k, st in enumerate(steps):
             for j, op in enumerate(st.ops):
                 op.compute.pop_prev = bool(st.loads) and j == 0
+                op.compute.push_prev = (j == len(st.ops) - 1) and k in c2l_push
+                if op.store is None:
+                    op.compute.pop_next = op.compute.push_next = False
+                    continue
                 op.compute.pop_next = i >= r
                 op.compute.push_next = True
-                op.compute.push_prev = (j == len(st.ops) - 1) and k in c2l_push
                 op.store.pop_prev = True
                 op.store.push_prev = i + r < n_ops
                 i += 1
@@ -142,7 +152,8 @@ class Emitter:
                 out.extend(ld.insn for ld in self.steps[k + 1].loads)
             for op in st.ops:
                 out.append(op.compute)
-                out.append(op.store)
+                if op.store is not None:
+                    out.append(op.store)
         if mark_index is not None:
             out.append(isa.Mark(index=mark_index))
         if finish:
@@ -227,6 +238,9 @@ def estimate_steps(geom: Geometry, steps: list[Step], out_slots: int, bw: float,
         load_t = start + sum(dma(ld.insn, names[ld.insn.buf]) for ld in st.loads)
         t = max(comp_t, load_t if st.loads else 0.0)
         for op in st.ops:
+            if op.store is None:  # holds its partial sums: no OUT slot, no STORE
+                t += op.cycles
+                continue
             if i >= out_slots:
                 t = max(t, store_done[i - out_slots])
             t += op.cycles
@@ -247,7 +261,8 @@ def steps_dma_bytes(geom: Geometry, steps: list[Step]) -> int:
         for ld in st.loads:
             total += ld.insn.x_size * ld.insn.y_size * ld.insn.z_size * geom.pitch(ld.insn.buf_name)
         for op in st.ops:
-            total += op.store.x_size * op.store.y_size * op.store.z_size * geom.pitch("OUT")
+            if op.store is not None:
+                total += op.store.x_size * op.store.y_size * op.store.z_size * geom.pitch("OUT")
     return total
 
 

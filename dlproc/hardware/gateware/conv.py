@@ -41,6 +41,14 @@ Micro-architecture
   accumulator with a single 1R1W memory (half the M10K blocks); with tiles of equal size no
   cycle is lost, since the drain of N pixels ends before the first tap of N pixels does. Two
   descriptor slots (bias, requantization parameters, OUT base, tag) alternate between commands.
+* **Partial sums.** A reduction too big for one CONV (its weights do not fit WGT, or its input
+  tile INP) is a chain of CONVs over slices of the input channel blocks: ``acc_keep`` leaves the
+  tile's int32 sums in ACC: its drain is a single item that writes no lane of OUT and only
+  carries the instruction's completion (its tokens) through the output stage, and the next CONV with ``acc_in`` starts every pixel from the held sum instead of the bias:
+  its first tap reads ACC like a later tap, after the held tile's last write. The engine records
+  that a tile is held and its ``out_h x out_w``; any CONV's set-up releases it, and an ``acc_in``
+  without a held tile of its shape is ILLEGAL_FIELD. Since the sums are exact int32 (wrapping),
+  the chain's result equals one CONV over all channel blocks, bit for bit.
 * **Run-time checks.** Every INP/WGT/OUT address and the ACC pixel index are compared with the
   buffer depths as they are generated; the first violation stops the engine with SRAM_RANGE, a
   zero-sized field or act_min > act_max with ILLEGAL_FIELD. An OUT write with a bad address is
@@ -56,6 +64,8 @@ L = output-stage latency (6):
   are the accept/set-up of the next command overlapped with the wait for the previous tile's
   last write and the start of its drain), plus ``N_prev - N`` when a multi-tap tile follows a
   larger tile (its second tap waits for the end of that drain);
+* a CONV with ``acc_keep`` drains in one cycle; a CONV with ``acc_in`` starts its first tap at least
+  ``Ss - 2`` cycles after the held tile's last issue (its last write must land first);
 * a CONV followed by FINISH: ``(T - 1)*max(N, 3) + 2*N + Ss + L + 8`` cycles from the instruction
   being offered to ``finished`` (checked by the tests).
 """
@@ -144,6 +154,12 @@ class ConvEngine(Engine):
         full = Signal()
         drain_reading = Signal()
         d_slot = Signal()  # descriptor slot of the tile being drained
+        # Partial sums: a CONV with acc_keep leaves its tile in ACC (no drain) and records its
+        # shape; the next CONV may continue it with acc_in. Any CONV's set-up releases it, so an
+        # acc_in that does not directly follow a matching acc_keep is refused (ILLEGAL_FIELD)
+        # instead of adding to whatever ACC holds.
+        held = Signal()
+        held_h, held_w = Signal(16), Signal(16)
         v1, slot1 = Signal(), Signal()  # drain item one cycle after its ACC read
 
         # Two descriptor slots, alternating per command: the drain of one tile still needs its
@@ -158,6 +174,7 @@ class ConvEngine(Engine):
                 "act_min": Signal(signed(8), name=f"d{b}_lo", reset_less=True),
                 "act_max": Signal(signed(8), name=f"d{b}_hi", reset_less=True),
                 "act_table": Signal(name=f"d{b}_table", reset_less=True),
+                "acc_keep": Signal(name=f"d{b}_keep", reset_less=True),
                 "tag": Signal(TAG_BITS, name=f"d{b}_tag", reset_less=True),
                 "params": Signal(data.ArrayLayout(REQUANT_LANE, c), name=f"d{b}_params", reset_less=True),
                 "bias": Signal(data.ArrayLayout(signed(32), c), name=f"d{b}_bias", reset_less=True),
@@ -241,6 +258,7 @@ class ConvEngine(Engine):
                                 d["act_min"].eq(pay.act_min),
                                 d["act_max"].eq(pay.act_max),
                                 d["act_table"].eq(pay.act_table),
+                                d["acc_keep"].eq(pay.acc_keep),
                                 d["tag"].eq(pay.tag),
                             ]
                     m.next = "SETUP"
@@ -270,15 +288,22 @@ class ConvEngine(Engine):
                 # that drain has begun (the drain reads pixel p before this tap writes it: both
                 # advance one pixel per cycle and the write trails its issue by Ss cycles).
                 # Later taps read ACC, so they wait until the drain has stopped reading.
-                tile_gate = Mux(first_tap, ~wait_final & ~full, ~drain_reading)
+                # A first tap with acc_in reads ACC too: it also waits for the held tile's last
+                # write (wait_final) and for an older tile's drain to stop reading.
+                tile_gate = Mux(first_tap & ~a.acc_in, ~wait_final & ~full, ~drain_reading & ~wait_final & ~full)
                 m.d.comb += issue.eq(~error & (~tap_start | (w_full & tile_gate)))
                 with m.If(issue & final):
                     m.d.sync += [slot.eq(~slot), wait_final.eq(1)]
+                    with m.If(a.acc_keep):
+                        m.d.sync += [held.eq(1), held_h.eq(a.out_h), held_w.eq(a.out_w)]
                     m.next = "IDLE"
 
         in_setup = sweep_fsm.ongoing("SETUP")
         raise_if(in_setup & command.illegal, E.ILLEGAL_FIELD)
         raise_if(in_setup & command.out_of_range, E.SRAM_RANGE)
+        raise_if(in_setup & a.acc_in & (~held | (held_h != a.out_h) | (held_w != a.out_w)), E.ILLEGAL_FIELD)
+        with m.If(in_setup):
+            m.d.sync += held.eq(0)
 
         # The parameter word arrives the cycle after SETUP; capture it into the command's slot.
         prm_bad = Signal()
@@ -366,7 +391,7 @@ class ConvEngine(Engine):
         # ---------------------------------------------------------------- MAC pipeline
         ss = self.stage_acc
         side = [None]  # side[s] = dict of the item's side band in stage s (1 .. ss)
-        s0 = {"valid": issue, "p": p[:self.acc_bits], "first": first_tap, "final": final,
+        s0 = {"valid": issue, "p": p[:self.acc_bits], "first": first_tap & ~a.acc_in, "final": final,
               "tap_start": tap_start, "slot": slot}
         prev = s0
         for s in range(1, ss + 1):
@@ -452,7 +477,10 @@ class ConvEngine(Engine):
         d_out = Signal(isa.SRAM_ADDR_BITS + 1)
         d_ow_m1 = Mux(d_slot, descs[1]["out_w_m1"], descs[0]["out_w_m1"])
         d_oh_m1 = Mux(d_slot, descs[1]["out_h_m1"], descs[0]["out_h_m1"])
-        d_last = (d_ox == d_ow_m1) & (d_oy == d_oh_m1)
+        # A held tile (acc_keep) drains as a single item that writes no lane: it carries the
+        # instruction's completion (its tag, so its pushes) through the output stage in order.
+        d_keep = Mux(d_slot, descs[1]["acc_keep"], descs[0]["acc_keep"])
+        d_last = ((d_ox == d_ow_m1) & (d_oy == d_oh_m1)) | d_keep
         with m.If(~drain_reading & full & ~error):
             m.d.sync += [
                 drain_reading.eq(1), full.eq(0), d_ox.eq(0), d_oy.eq(0), d_p.eq(0),
@@ -460,12 +488,13 @@ class ConvEngine(Engine):
             ]
         d_issue = Signal()
         m.d.comb += [d_issue.eq(drain_reading & ~error), drain_rd_addr.eq(d_p)]
-        d_oob = d_out >= hw.out_depth
+        d_oob = (d_out >= hw.out_depth) & ~d_keep
         raise_if(d_issue & d_oob, E.SRAM_RANGE)
         # Item registered next to the ACC read data (one cycle later).
-        last1 = Signal()
+        last1, keep1 = Signal(), Signal()
         out1 = Signal(self.out_bits)
-        m.d.sync += [v1.eq(d_issue & ~d_oob), last1.eq(d_last), slot1.eq(d_slot), out1.eq(d_out)]
+        m.d.sync += [v1.eq(d_issue & ~d_oob), last1.eq(d_last), slot1.eq(d_slot), out1.eq(d_out),
+                     keep1.eq(d_keep)]
         with m.If(d_issue):
             m.d.sync += [d_p.eq(d_p + 1), d_out.eq(d_out + 1)]
             with m.If(d_ox != d_ow_m1):
@@ -488,6 +517,7 @@ class ConvEngine(Engine):
             self.ost.addr.eq(out1),
             self.ost.tag.eq(Cat(last1, pick("tag"))),
             self.ost.table.eq(pick("act_table")),
+            self.ost.keep.eq(Mux(keep1, (1 << c) - 1, 0)),
         ]
 
         # ---------------------------------------------------------------- status
