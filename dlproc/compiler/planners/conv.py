@@ -17,7 +17,8 @@ from dlproc.compiler.planners.packing import channel_blocks, pack_weighted_param
 from dlproc.compiler.planners.schedule import (ConvAddrs, OP_OVERHEAD, OUT_SLOTS_MAX, PAD_MAX, Plan, SIZE_MAX, Step,
                                                StepLoad, StepOp, ddr_model, estimate_steps, linear_loads,
                                                steps_dma_bytes)
-from dlproc.compiler.planners.tiling import as_pads, as_pair, block_group_sizes, extent, tile_candidates, tile_grid
+from dlproc.compiler.planners.tiling import (as_pads, as_pair, block_group_sizes, extent, tile_candidates, tile_grid,
+                                             tile_input_load)
 
 __all__ = [
     "ConvLayer", "ConvShape", "conv_shape", "pack_conv_weights", "pack_conv_params", "conv_macs", "plan_conv",
@@ -190,7 +191,7 @@ def plan_conv_shape(geom: Geometry, layer: ConvLayer, s: ConvShape, addrs: ConvA
     if best is None:
         # One output block's reduction does not fit: split it over its input blocks into a chain
         # of CONVs that pass their partial sums on in the accumulator (planners/conv_partial.py).
-        partial = plan_conv_partial(geom, layer, s, addrs, ranges, [int(v) for v in wgt_start], config)
+        partial = plan_conv_partial(geom, layer, s, addrs, ranges, [int(v) for v in wgt_start], conv_macs(s), config)
         if partial is not None:
             return partial
         window = extent(1, 1, s.kh, s.dil[0]) * extent(1, 1, s.kw, s.dil[1])
@@ -300,12 +301,8 @@ def _conv_steps(geom: Geometry, layer: ConvLayer, s: ConvShape, addrs: ConvAddrs
             cur_inp = key
             inp_slot = inp_loads % inp_slots
             inp_loads += 1
-            st.loads.append(StepLoad(isa.Load(
-                buf=isa.Buf.INP, sram_base=inp_slot * inp_half,
-                dram_addr=addrs.inp + ((lo * s.h + tile.y0) * s.w + tile.x0) * pin,
-                x_size=tile.nx, y_size=tile.ny, z_size=hi - lo, y_stride=s.w, z_stride=s.h * s.w,
-                pad_top=tile.pt, pad_bottom=tile.pb, pad_left=tile.pl, pad_right=tile.pr, pad_value=zp_in),
-                ("INP", inp_slot)))
+            st.loads.append(StepLoad(tile_input_load(tile, s.h, s.w, (lo, hi), addrs.inp, pin, inp_slot * inp_half,
+                                                     zp_in), ("INP", inp_slot)))
         st.reads = {("INP", inp_slot), wslot_id}
         plane = tile.hp * tile.wp
         px = tile.th * tile.tw

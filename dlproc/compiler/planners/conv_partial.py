@@ -25,16 +25,16 @@ from dlproc.hardware import isa
 from dlproc.hardware.geometry import Geometry
 from dlproc.compiler.planners.schedule import (ConvAddrs, OP_OVERHEAD, OUT_SLOTS_MAX, SIZE_MAX, Plan, Step, StepLoad,
                                                StepOp, ddr_model, estimate_steps, linear_loads, steps_dma_bytes)
-from dlproc.compiler.planners.tiling import Tile, extent, tile_candidates, tile_grid
+from dlproc.compiler.planners.tiling import extent, tile_candidates, tile_grid, tile_input_load
 
 __all__ = ["plan_conv_partial"]
 
 
 def plan_conv_partial(geom: Geometry, layer: Any, s: Any, addrs: ConvAddrs, ranges: list[tuple[int, int]],
-                      wgt_start: list[int], config: Any = None) -> tuple[list[Step], Plan] | None:
+                      wgt_start: list[int], macs: int, config: Any = None) -> tuple[list[Step], Plan] | None:
     """The cheapest partial-sum schedule of a conv (``s`` a ``ConvShape``, ``ranges`` each output
-    block's input blocks, ``wgt_start`` its first word in the weight image), or None when not even
-    one input block of one output pixel fits."""
+    block's input blocks, ``wgt_start`` its first word in the weight image, ``macs`` the layer's
+    MACs for the plan), or None when not even one input block of one output pixel fits."""
     bw, lat = ddr_model(config, geom)
     best: tuple[int, list[Step], Plan] | None = None
     for chunk, wslots in _chunk_sizes(geom, s, ranges):
@@ -45,9 +45,8 @@ def plan_conv_partial(geom: Geometry, layer: Any, s: Any, addrs: ConvAddrs, rang
                 est = estimate_steps(geom, steps, out_slots, bw, lat)
                 if best is None or est < best[0]:
                     chunks = max(_n_chunks(hi - lo, chunk) for lo, hi in ranges)
-                    plan = Plan("conv", (th, tw), 1, "tiles-outer", "streamed", len(steps), out_slots, est,
-                                s.ho * s.wo * s.co * (s.ci // s.groups) * s.kh * s.kw, steps_dma_bytes(geom, steps),
-                                1 if whole_input else 2, chunks=chunks)
+                    plan = Plan("conv", (th, tw), 1, "tiles-outer", "streamed", len(steps), out_slots, est, macs,
+                                steps_dma_bytes(geom, steps), 1 if whole_input else 2, chunks=chunks)
                     best = (est, steps, plan)
     return None if best is None else (best[1], best[2])
 
@@ -96,6 +95,7 @@ def _partial_steps(geom: Geometry, layer: Any, s: Any, addrs: ConvAddrs, ranges:
     wgt_half, prm_half = geom.depth("WGT") // wslots, geom.depth("PRM") // wslots
     inp_half = geom.depth("INP") // 2
     out_slots = min(OUT_SLOTS_MAX, geom.depth("OUT") // (th * tw))
+    zp_in = int(layer.zp_in)
     steps: list[Step] = []
     loaded: tuple | None = None  # the (tile, block range) whose whole input is in INP
     links = stores = 0
@@ -109,12 +109,13 @@ def _partial_steps(geom: Geometry, layer: Any, s: Any, addrs: ConvAddrs, ranges:
                 if whole_input:
                     if loaded != (t, lo, hi):
                         loaded = (t, lo, hi)
-                        st.loads.append(StepLoad(_input_load(s, addrs, tile, lo, hi, 0, pin, layer), ("INP", 0)))
+                        st.loads.append(StepLoad(tile_input_load(tile, s.h, s.w, (lo, hi), addrs.inp, pin, 0, zp_in),
+                                                 ("INP", 0)))
                     inp_slot, inp_base = ("INP", 0), (c_lo - lo) * plane
                 else:
                     half = links % 2
-                    st.loads.append(StepLoad(_input_load(s, addrs, tile, c_lo, c_hi, half * inp_half, pin, layer),
-                                             ("INP", half)))
+                    st.loads.append(StepLoad(tile_input_load(tile, s.h, s.w, (c_lo, c_hi), addrs.inp, pin,
+                                                             half * inp_half, zp_in), ("INP", half)))
                     inp_slot, inp_base = ("INP", half), half * inp_half
                 wslot = links % wslots
                 words = (c_hi - c_lo) * taps
@@ -142,12 +143,3 @@ def _partial_steps(geom: Geometry, layer: Any, s: Any, addrs: ConvAddrs, ranges:
                 links += 1
     return steps
 
-
-def _input_load(s: Any, addrs: ConvAddrs, tile: Tile, lo: int, hi: int, sram_base: int, pin: int,
-                layer: Any) -> isa.Load:
-    """LOAD of input blocks [lo, hi) of a tile's receptive field (padding inserted by LOAD)."""
-    return isa.Load(buf=isa.Buf.INP, sram_base=sram_base,
-                    dram_addr=addrs.inp + ((lo * s.h + tile.y0) * s.w + tile.x0) * pin,
-                    x_size=tile.nx, y_size=tile.ny, z_size=hi - lo, y_stride=s.w, z_stride=s.h * s.w,
-                    pad_top=tile.pt, pad_bottom=tile.pb, pad_left=tile.pl, pad_right=tile.pr,
-                    pad_value=int(layer.zp_in))

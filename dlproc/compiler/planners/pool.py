@@ -16,7 +16,8 @@ from dlproc.hardware.geometry import Geometry
 from dlproc.compiler.planners.packing import channel_blocks, check_requant, prm_word
 from dlproc.compiler.planners.schedule import (ConvAddrs, OP_OVERHEAD, OUT_SLOTS_MAX, PAD_MAX, Plan, Step, StepLoad,
                                                StepOp, ddr_model, estimate_steps, linear_loads, steps_dma_bytes)
-from dlproc.compiler.planners.tiling import as_pads, as_pair, block_group_sizes, extent, tile_candidates, tile_grid
+from dlproc.compiler.planners.tiling import (as_pads, as_pair, block_group_sizes, extent, tile_candidates, tile_grid,
+                                             tile_input_load)
 
 __all__ = ["PoolLayer", "PoolShape", "pool_shape", "plan_pool", "pool_params"]
 
@@ -217,12 +218,8 @@ def _pool_steps(geom: Geometry, layer: PoolLayer, s: PoolShape, addrs: ConvAddrs
                 if ci == 0:
                     slot = inp_loads % inp_slots
                     inp_loads += 1
-                    st.loads.append(StepLoad(isa.Load(
-                        buf=isa.Buf.INP, sram_base=slot * inp_half,
-                        dram_addr=addrs.inp + ((b0 * s.h + tile.y0) * s.w + tile.x0) * pin,
-                        x_size=tile.nx, y_size=tile.ny, z_size=nb, y_stride=s.w, z_stride=s.h * s.w,
-                        pad_top=tile.pt, pad_bottom=tile.pb, pad_left=tile.pl, pad_right=tile.pr,
-                        pad_value=pad_value), ("INP", slot)))
+                    st.loads.append(StepLoad(tile_input_load(tile, s.h, s.w, (b0, b0 + nb), addrs.inp, pin,
+                                                             slot * inp_half, pad_value), ("INP", slot)))
                 st.reads.add(("INP", slot))
                 for a0, a1, c0, c1, pair in chunk:
                     oh, ow = a1 - a0, c1 - c0

@@ -10,8 +10,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from dlproc.errors import CompileError
+from dlproc.hardware import isa
 
-__all__ = ["as_pair", "as_pads", "Tile", "tile_grid", "extent", "block_group_sizes", "tile_candidates"]
+__all__ = ["as_pair", "as_pads", "Tile", "tile_grid", "tile_input_load", "extent", "block_group_sizes",
+           "tile_candidates"]
 
 
 def as_pair(v: int | Sequence[int], name: str) -> tuple[int, int]:
@@ -78,6 +80,16 @@ def tile_grid(ho: int, wo: int, th: int, tw: int, k: tuple[int, int], stride: tu
                     f"{h}x{w} input); LOAD cannot produce an all-padding block")
             tiles.append(Tile(r0, n_r, c0, n_c, y0, ny, x0, nx, pt, pb, pl, pr))
     return tiles
+
+
+def tile_input_load(tile: Tile, h: int, w: int, blocks: tuple[int, int], inp_addr: int, pitch: int,
+                    sram_base: int, pad_value: int) -> isa.Load:
+    """The LOAD of channel blocks [lo, hi) of a tile's input window from a (blocks, h, w) tensor at
+    ``inp_addr`` into INP at ``sram_base``, with the border padding (``pad_value``) inserted."""
+    lo, hi = blocks
+    return isa.Load(buf=isa.Buf.INP, sram_base=sram_base, dram_addr=inp_addr + ((lo * h + tile.y0) * w + tile.x0) * pitch,
+                    x_size=tile.nx, y_size=tile.ny, z_size=hi - lo, y_stride=w, z_stride=h * w,
+                    pad_top=tile.pt, pad_bottom=tile.pb, pad_left=tile.pl, pad_right=tile.pr, pad_value=pad_value)
 
 
 def extent(n: int, stride: int, k: int, dil: int) -> int:
