@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dlproc.estimate.timing import EstimateError, TimingParams
 from dlproc.hardware import isa
-from dlproc.hardware.costs import pool_plane_cycles, pool_plane_reads
+from dlproc.hardware.costs import dw_walk, pool_plane_cycles, pool_plane_reads
 
 
 class ConvTiming:
@@ -34,7 +34,14 @@ class ConvTiming:
         if insn.acc_in:
             # Continuing held partial sums: the first tap reads ACC, after the held tile's drain item.
             s = max(s, self.drain_end)
-        if taps > 1:
+        if insn.dw:
+            # The depthwise walk (one evaluation per output pixel): its evaluations enter the
+            # array's stage 2 directly, one cycle ahead of an ordinary issue's INP word.
+            reads, last_rows = dw_walk(insn)
+            last_issue = s + reads + last_rows - 1
+            sweep_end = last_issue + 2
+            taps = 1
+        elif taps > 1:
             # The second tap reads ACC, so it waits until the previous tile's drain has read it.
             s2 = max(s + per_tap, self.drain_end)
             last_issue = s2 + (taps - 2) * per_tap + n - 1
@@ -44,7 +51,10 @@ class ConvTiming:
             sweep_end = s + per_tap
         self.ready = sweep_end
         # Hand-over to the next tile: its first tap waits for this tile's final write.
-        self.s_gate = sweep_end + min(n, 3) + tp.acc_stages - 3 + (1 if taps == 1 else 0)
+        if insn.dw:
+            self.s_gate = last_issue + tp.acc_stages + 2
+        else:
+            self.s_gate = sweep_end + min(n, 3) + tp.acc_stages - 3 + (1 if taps == 1 else 0)
         drain = max(last_issue + tp.acc_stages + tp.conv_drain_gap, self.drain_end + 1)
         drained = 1 if insn.acc_keep else n  # a held tile drains as one item that writes nothing
         self.drain_end = drain + drained

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dlproc.hardware import isa
 
-__all__ = ["pool_plane_reads", "pool_plane_cycles"]
+__all__ = ["pool_plane_reads", "pool_plane_cycles", "dw_walk"]
 
 
 def pool_plane_reads(insn: isa.Pool) -> int:
@@ -40,3 +40,20 @@ def pool_plane_cycles(insn: isa.Pool) -> int:
     worst = max(slack(oy, ox) for oy in {0, oh - 1} for ox in {0, ow - 1})
     start = 2 if insn.mode == isa.PoolMode.AVG else 1  # PLANE_PRM (and PRM_WAIT)
     return start + 3 + worst + (oh * ow - 1) * kw + 5
+
+
+def dw_walk(insn: isa.Conv) -> tuple[int, int]:
+    """(cycles from a depthwise CONV's first INP read to its last, rows of its last strip) in the
+    conv engine's depthwise walk (``gateware/conv.py``, "Depthwise").
+
+    Per strip of R_s output rows the walk reads every column it needs, (out_w - 1) * stride_x + kw
+    of them, of h_s = (R_s - 1) * stride_y + kh words each, one word per cycle. The strip's rows
+    are evaluated one per cycle after each output column completes, while the next column loads;
+    only the first column of a strip can be shorter than the previous strip's evaluations, and
+    its last word then waits for them: max(0, R_prev - h_s) cycles."""
+    cols = (insn.out_w - 1) * insn.stride_x + insn.kw
+    rows = [min(insn.dw_rows, insn.out_h - r0) for r0 in range(0, insn.out_h, insn.dw_rows)]
+    heights = [(r - 1) * insn.stride_y + insn.kh for r in rows]
+    cycles = cols * sum(heights)
+    cycles += sum(max(0, prev - h) for prev, h in zip(rows, heights[1:]))
+    return cycles, rows[-1]

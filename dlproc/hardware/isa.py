@@ -162,6 +162,12 @@ def fc_sizes(config: Any) -> dict[str, int]:
             "fc_out_max": min(65535, int(config.get_module_property("fc", "OutputMemorySize")))}
 
 
+#: Depthwise window (CONV.dw): columns of INP words it holds (the widest kernel one CONV covers)
+DW_WINDOW_COLS = 3
+#: ... and words per column (a strip of dw_rows output rows reads (dw_rows - 1) * stride_y + kh rows)
+DW_COL = 8
+
+
 @dataclass(frozen=True)
 class HardwareParams:
     """The sizes of one generated processor that the ISA and the gateware depend on.
@@ -207,6 +213,16 @@ class HardwareParams:
     #: Avalon-MM memory masters (top.MemoryPorts): 1 shared by fetch, load and store; 2 a
     #: read-only one (fetch, load) and a write-only one (store).
     mem_ports: int = 1
+    #: The conv engine's depthwise mode (CONV.dw, conv DepthwiseBlockGeneration): a window of
+    #: DW_WINDOW_COLS x DW_COL INP words feeds the C x C array with up to 3 * dw_kh taps of C
+    #: channels, so a depthwise layer runs C channels per output pixel and cycle instead of one.
+    #: Needs C >= 3 (one kernel row of three taps).
+    depthwise: bool = True
+
+    @property
+    def dw_kh(self) -> int:
+        """Kernel rows one depthwise CONV covers: the array's C input lanes hold 3 taps per row."""
+        return min(DW_WINDOW_COLS, self.c // DW_WINDOW_COLS) if self.depthwise else 0
 
     def __post_init__(self) -> None:
         if self.c < 1:
@@ -424,6 +440,11 @@ FIELDS: dict[Opcode, tuple[Field, ...]] = {
         _f("acc_in", 1, doc="1: continue the partial sums held in ACC (from a CONV with acc_keep, same out_h x out_w) "
                             "instead of starting from the bias"),
         _f("acc_keep", 1, doc="1: hold the sums in ACC for the next CONV (acc_in) instead of writing OUT"),
+        _f("dw", 1, doc="1: depthwise (lane c of the output reads lane c of the input only; one WGT word holds "
+                        "the taps, see \"Depthwise\"); needs cin_blocks = 1, kw <= 3, kh <= the processor's dw_kh, "
+                        "dilation 1"),
+        _f("dw_rows", 4, doc="depthwise: output rows evaluated per strip (1..15; (dw_rows - 1) * stride_y + kh "
+                             "<= DW_COL)"),
     ),
     Opcode.POOL: (
         _sram("inp_base", "INP word of pixel (0,0) of plane 0"),
@@ -707,10 +728,36 @@ class Conv(Instruction):
         last_inp = (
             self.inp_base + (self.cin_blocks - 1) * self.in_plane + last_row * self.in_w + last_col
         )
+        if self.dw:
+            self._check_depthwise(hw)
         self._check_sram(hw, "INP", "inp_base", self.inp_base, last_inp - self.inp_base + 1)
-        self._check_sram(hw, "WGT", "wgt_base", self.wgt_base, self.cin_blocks * self.kh * self.kw)
+        self._check_sram(hw, "WGT", "wgt_base", self.wgt_base, self.wgt_words())
         self._check_sram(hw, "PRM", "prm_base", self.prm_base, 1)
         self._check_sram(hw, "OUT", "out_base", self.out_base, self.out_h * self.out_w)
+
+    def wgt_words(self) -> int:
+        """WGT words the CONV reads: one per tap, or one in depthwise mode."""
+        return 1 if self.dw else self.cin_blocks * self.kh * self.kw
+
+    def dw_strip_rows(self) -> int:
+        """Depthwise: INP rows of a full strip, (dw_rows - 1) * stride_y + kh."""
+        return (self.dw_rows - 1) * self.stride_y + self.kh
+
+    def _check_depthwise(self, hw: HardwareParams) -> None:
+        if not hw.depthwise or hw.dw_kh < 1:
+            raise InstructionError("CONV.dw is set, but this processor has no depthwise mode (conv "
+                                   "DepthwiseBlockGeneration 'on' and C >= 3 generate it)")
+        problems = []
+        if self.cin_blocks != 1:
+            problems.append(f"cin_blocks = {self.cin_blocks} (must be 1)")
+        if self.kw > DW_WINDOW_COLS or self.kh > hw.dw_kh:
+            problems.append(f"kernel {self.kh}x{self.kw} (at most {hw.dw_kh}x{DW_WINDOW_COLS} on this processor)")
+        if (self.dil_y, self.dil_x) != (1, 1):
+            problems.append(f"dilation {self.dil_y}x{self.dil_x} (must be 1)")
+        if self.dw_rows < 1 or self.dw_strip_rows() > DW_COL:
+            problems.append(f"dw_rows = {self.dw_rows} (1 .. (DW_COL - kh) / stride_y + 1 with DW_COL = {DW_COL})")
+        if problems:
+            raise InstructionError("depthwise CONV: " + "; ".join(problems))
 
 
 @_instruction(Opcode.POOL, "compute")

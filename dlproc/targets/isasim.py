@@ -525,6 +525,12 @@ class _Run:
         last_col = (insn.out_w - 1) * insn.stride_x + (insn.kw - 1) * dil_x
         return insn.inp_base + (planes - 1) * insn.in_plane + last_row * insn.in_w + last_col
 
+    def _check_depthwise(self, insn: isa.Conv, index: int) -> None:
+        try:
+            insn._check_depthwise(self.hw)
+        except isa.InstructionError as exc:
+            raise IllegalFieldError(str(exc), insn_index=index) from None
+
     def _exec_conv(self, insn: isa.Conv, index: int) -> None:
         hw, c = self.hw, self.hw.c
         self._check_table_flag(insn, index)
@@ -532,16 +538,22 @@ class _Run:
         last = self._last_input_word(insn, insn.cin_blocks, insn.dil_y, insn.dil_x)
         self._check_sram("INP", insn.inp_base, last - insn.inp_base + 1, hw.inp_depth, "CONV input", index)
         n_taps = insn.cin_blocks * insn.kh * insn.kw
-        self._check_sram("WGT", insn.wgt_base, n_taps, hw.wgt_depth, "CONV weights", index)
+        if insn.dw:
+            self._check_depthwise(insn, index)
+        self._check_sram("WGT", insn.wgt_base, insn.wgt_words(), hw.wgt_depth, "CONV weights", index)
         self._check_sram("PRM", insn.prm_base, 1, hw.prm_depth, "CONV parameters", index)
         pixels = insn.out_h * insn.out_w
         held, self.m.acc_held = self.m.acc_held, None
-        if insn.acc_in and (held is None or held[0] != (insn.out_h, insn.out_w)):
+        # The engine keeps a depthwise tile's sums in strip order, so a continuation must also
+        # agree in dw and dw_rows.
+        shape = (insn.out_h, insn.out_w, insn.dw, insn.dw_rows if insn.dw else 0)
+        if insn.acc_in and (held is None or held[0] != shape):
             what = "no partial sums are held" if held is None else \
-                f"the held partial sums are of a {held[0][0]}x{held[0][1]} tile"
+                f"the held partial sums are of a {held[0][0]}x{held[0][1]} tile (dw {held[0][2]}, dw_rows {held[0][3]})"
             raise IllegalFieldError(
-                f"CONV.acc_in = 1 for a {insn.out_h}x{insn.out_w} tile, but {what} (acc_in continues the sums "
-                "of the CONV just before, which must have acc_keep = 1 and the same out_h x out_w)",
+                f"CONV.acc_in = 1 for a {insn.out_h}x{insn.out_w} tile (dw {shape[2]}, dw_rows {shape[3]}), but "
+                f"{what} (acc_in continues the sums of the CONV just before, which must have acc_keep = 1, the same "
+                "out_h x out_w and the same dw / dw_rows)",
                 insn_index=index)
         if not insn.acc_keep:  # a held tile is never drained, so its OUT words are not checked
             self._check_sram("OUT", insn.out_base, pixels, hw.out_depth, "CONV output", index)
@@ -555,13 +567,23 @@ class _Run:
         cb = np.arange(insn.cin_blocks, dtype=np.int64)[:, None, None] * insn.in_plane
         taps = (cb + (ky + kx)[None]).reshape(-1)
         idx = insn.inp_base + self._pixel_offsets(insn)[:, None] + taps[None, :]
-        x = self.m.inp[idx].reshape(pixels, n_taps * c).astype(np.float64)
-        w = self.m.wgt[insn.wgt_base:insn.wgt_base + n_taps].transpose(0, 2, 1).reshape(n_taps * c, c)
         start = held[1] if insn.acc_in else bias[None, :]
-        acc = wrap_int32((x @ w.astype(np.float64)).astype(np.int64) + start)
-        self.result.mac_ops += pixels * n_taps * c * c
+        if insn.dw:
+            # Lane c of every pixel: sum over the taps of INP lane c times the tap's byte of lane c
+            # in the one WGT word, [c][3*ky + (3 - kw) + kx] (docs/isa.md, "Depthwise").
+            x = self.m.inp[idx].astype(np.int64)  # (pixels, taps, c)
+            word = self.m.wgt[insn.wgt_base].astype(np.int64)  # [c][position]
+            pos = (3 * np.arange(insn.kh)[:, None] + (isa.DW_WINDOW_COLS - insn.kw) + np.arange(insn.kw)[None, :])
+            w = word[:, pos.reshape(-1)].T  # (taps, c)
+            acc = wrap_int32((x * w[None]).sum(axis=1) + start)
+            self.result.mac_ops += pixels * n_taps * c
+        else:
+            x = self.m.inp[idx].reshape(pixels, n_taps * c).astype(np.float64)
+            w = self.m.wgt[insn.wgt_base:insn.wgt_base + n_taps].transpose(0, 2, 1).reshape(n_taps * c, c)
+            acc = wrap_int32((x @ w.astype(np.float64)).astype(np.int64) + start)
+            self.result.mac_ops += pixels * n_taps * c * c
         if insn.acc_keep:
-            self.m.acc_held = ((insn.out_h, insn.out_w), acc)
+            self.m.acc_held = (shape, acc)
             return
         out = requantize(acc, mult[None, :], shift[None, :], insn.zp_out, insn.act_min, insn.act_max,
                          mneg[None, :])

@@ -98,6 +98,15 @@ CONV_CMD_LAYOUT = data.StructLayout(
 )
 
 
+def dw_refused(hw: isa.HardwareParams, f: data.View) -> Value:
+    """A depthwise CONV this processor cannot run (``isa.Conv._check_depthwise``): ILLEGAL_FIELD."""
+    if hw.dw_kh < 1:
+        return Const(1)
+    strip = (f.dw_rows - 1) * f.stride_y + f.kh
+    return ((f.cin_blocks != 1) | (f.kw > isa.DW_WINDOW_COLS) | (f.kh > hw.dw_kh) | (f.dil_y != 1) | (f.dil_x != 1)
+            | (f.dw_rows == 0) | (strip > isa.DW_COL))
+
+
 def acc_pipeline_stages(c: int) -> int:
     """The accumulate stage Ss: cycles from the INP read to the ACC write of the same pixel."""
     levels = math.ceil(math.log2(c)) if c > 1 else 0
@@ -160,6 +169,7 @@ class ConvEngine(Engine):
         # instead of adding to whatever ACC holds.
         held = Signal()
         held_h, held_w = Signal(16), Signal(16)
+        held_mode = Signal(5)  # Cat(dw, dw_rows): a depthwise tile's sums are in strip order
         v1, slot1 = Signal(), Signal()  # drain item one cycle after its ACC read
 
         # Two descriptor slots, alternating per command: the drain of one tile still needs its
@@ -175,6 +185,8 @@ class ConvEngine(Engine):
                 "act_max": Signal(signed(8), name=f"d{b}_hi", reset_less=True),
                 "act_table": Signal(name=f"d{b}_table", reset_less=True),
                 "acc_keep": Signal(name=f"d{b}_keep", reset_less=True),
+                "dw": Signal(name=f"d{b}_dw", reset_less=True),
+                "dw_rows": Signal(4, name=f"d{b}_dw_rows", reset_less=True),
                 "tag": Signal(TAG_BITS, name=f"d{b}_tag", reset_less=True),
                 "params": Signal(data.ArrayLayout(REQUANT_LANE, c), name=f"d{b}_params", reset_less=True),
                 "bias": Signal(data.ArrayLayout(signed(32), c), name=f"d{b}_bias", reset_less=True),
@@ -188,11 +200,13 @@ class ConvEngine(Engine):
             CONV_CMD_LAYOUT,
             illegal=lambda f: ((f.in_w == 0) | (f.out_h == 0) | (f.out_w == 0) | (f.kh == 0) | (f.kw == 0)
                                | (f.stride_y == 0) | (f.stride_x == 0) | (f.dil_y == 0) | (f.dil_x == 0)
-                               | (f.cin_blocks == 0) | (f.act_min > f.act_max) | table_refused(hw, f)),
+                               | (f.cin_blocks == 0) | (f.act_min > f.act_max) | table_refused(hw, f)
+                               | (f.dw & dw_refused(hw, f))),
             ranges=[(lambda f: f.prm_base, hw.prm_depth - 1)],
         )
         wiring.connect(m, wiring.flipped(self.cmd), command.cmd)
         a = command.fields  # the instruction being swept
+        mode = Mux(a.dw, Cat(a.dw, a.dw_rows), 0)
         slot = Signal()  # descriptor slot of the command being set up / swept
         # INP addresses are kept modulo 2**inp_bits plus a sticky "beyond" bit (see
         # :func:`bounded_add` in engine.py): the exact address only matters while it is inside the buffer, and
@@ -228,6 +242,10 @@ class ConvEngine(Engine):
         f_kx, f_ky, f_cb = Signal(5), Signal(5), Signal(16)
 
         issue = Signal()
+        dw_go = Signal()  # depthwise: the walk may read this cycle
+        dw_started = Signal()
+        dw_eval = Signal()  # depthwise: an evaluation (one output pixel) enters the array this cycle
+        dw_ev_final = Signal()  # ... and it is the tile's last
         last_pixel = last_ox & last_oy
         final = last_pixel & last_kx & last_ky & last_cb
 
@@ -259,6 +277,8 @@ class ConvEngine(Engine):
                                 d["act_max"].eq(pay.act_max),
                                 d["act_table"].eq(pay.act_table),
                                 d["acc_keep"].eq(pay.acc_keep),
+                                d["dw"].eq(pay.dw),
+                                d["dw_rows"].eq(pay.dw_rows),
                                 d["tag"].eq(pay.tag),
                             ]
                     m.next = "SETUP"
@@ -291,17 +311,21 @@ class ConvEngine(Engine):
                 # A first tap with acc_in reads ACC too: it also waits for the held tile's last
                 # write (wait_final) and for an older tile's drain to stop reading.
                 tile_gate = Mux(first_tap & ~a.acc_in, ~wait_final & ~full, ~drain_reading & ~wait_final & ~full)
-                m.d.comb += issue.eq(~error & (~tap_start | (w_full & tile_gate)))
-                with m.If(issue & final):
+                m.d.comb += issue.eq(~error & ~a.dw & (~tap_start | (w_full & tile_gate)))
+                # A depthwise tile starts reading only when its first evaluation could write ACC,
+                # so that its evaluations never wait (their timing is then fixed by the reads).
+                m.d.comb += dw_go.eq(~error & a.dw & (dw_started | (w_full & tile_gate)))
+                with m.If((issue & final) | (dw_eval & dw_ev_final)):
                     m.d.sync += [slot.eq(~slot), wait_final.eq(1)]
                     with m.If(a.acc_keep):
-                        m.d.sync += [held.eq(1), held_h.eq(a.out_h), held_w.eq(a.out_w)]
+                        m.d.sync += [held.eq(1), held_h.eq(a.out_h), held_w.eq(a.out_w), held_mode.eq(mode)]
                     m.next = "IDLE"
 
         in_setup = sweep_fsm.ongoing("SETUP")
         raise_if(in_setup & command.illegal, E.ILLEGAL_FIELD)
         raise_if(in_setup & command.out_of_range, E.SRAM_RANGE)
-        raise_if(in_setup & a.acc_in & (~held | (held_h != a.out_h) | (held_w != a.out_w)), E.ILLEGAL_FIELD)
+        raise_if(in_setup & a.acc_in & (~held | (held_h != a.out_h) | (held_w != a.out_w) | (held_mode != mode)),
+                 E.ILLEGAL_FIELD)
         with m.If(in_setup):
             m.d.sync += held.eq(0)
 
@@ -334,6 +358,7 @@ class ConvEngine(Engine):
             return [left.eq(m1), last.eq(one)]
 
         stride_x = as_bounded(a.stride_x, kb)
+        in_w_b = as_bounded(a.in_w, kb)
         dil_x = as_bounded(a.dil_x, kb)
         in_plane = as_bounded(a.in_plane, kb)
         with m.If(issue):
@@ -365,7 +390,113 @@ class ConvEngine(Engine):
                                  row_base.eq(nxt), addr.eq(nxt)]
         raise_if(issue & (addr.beyond | (addr.low >= hw.inp_depth)), E.SRAM_RANGE)
         raise_if(issue & (p >= self.acc_depth), E.SRAM_RANGE)
-        m.d.comb += [self.inp.addr.eq(addr.low), self.inp.en.eq(issue), self.mac_active.eq(issue)]
+
+        # ---------------------------------------------------------------- depthwise walk
+        # CONV.dw (see "Depthwise" in the module docstring). The tile is walked in strips of
+        # dw_rows output rows; for each strip every input column it needs is read top to bottom,
+        # one INP word per cycle, into the loading column of a window of DW_WINDOW_COLS complete
+        # columns of DW_COL words. A completed column shifts the window; when it completes an
+        # output column, the strip's rows are evaluated one per cycle while the next column loads.
+        ncols, col_words = isa.DW_WINDOW_COLS, isa.DW_COL
+        dw_kh = hw.dw_kh
+        n_dw_taps = ncols * dw_kh
+        word = inp_word_layout(c)
+        jb = max(1, (col_words - 1).bit_length())
+        col_load = [Signal(word, name=f"dw_ld_{j}", reset_less=True) for j in range(col_words)]
+        cols = [[Signal(word, name=f"dw_col{k}_{j}", reset_less=True) for j in range(col_words)]
+                for k in range(ncols)]
+        dw_j, dw_jm1 = Signal(jb), Signal(jb)  # word of the column being read (counting up), the last one
+        dw_x, dw_cols_m1 = Signal(16), Signal(16)  # columns of the strip left after this one; per strip - 1
+        dw_due = Signal(3)  # columns until the next one that completes an output column
+        dw_rs = Signal(4)  # output rows of the strip being read
+        dw_left = Signal(16)  # output rows from that strip's first row on
+        dw_done = Signal()  # every INP word of the tile has been read
+        dw_strip, dw_colb, dw_addr = (Signal(bounded, name=n) for n in ("dw_strip", "dw_colb", "dw_addr"))
+        dw_strip_step = Signal(bounded)  # dw_rows * stride_y * in_w
+        # The evaluation side: evaluations left for the column just completed, the window row of
+        # the next one (r * stride_y), whether they are the tile's last, the ACC index.
+        ev_left, ev_b = Signal(4), Signal(jb)
+        ev_final, ev_first = Signal(), Signal()
+        # The read issued last cycle: its word index, whether it completed a column, an output
+        # column, the tile; the strip's rows.
+        rd1_v, rd1_last, rd1_ev, rd1_final = Signal(), Signal(), Signal(), Signal()
+        rd1_j, rd1_rs = Signal(jb), Signal(4)
+
+        def strip_rows(rows: Value) -> Value:
+            """INP words per column of a strip of ``rows`` output rows, minus 1."""
+            return ((rows - 1) * a.stride_y + a.kh - 1)[:jb]
+
+        first_rows = Mux(a.out_h < a.dw_rows, a.out_h, a.dw_rows)[:4]
+        with m.If(in_setup):
+            m.d.sync += [
+                dw_started.eq(0), dw_done.eq(0), dw_j.eq(0), dw_rs.eq(first_rows), dw_jm1.eq(strip_rows(first_rows)),
+                dw_x.eq((a.out_w - 1) * a.stride_x + a.kw - 1), dw_cols_m1.eq((a.out_w - 1) * a.stride_x + a.kw - 1),
+                dw_due.eq(a.kw - 1), dw_left.eq(a.out_h),
+                dw_strip.eq(as_bounded(a.inp_base, kb)), dw_colb.eq(as_bounded(a.inp_base, kb)),
+                dw_addr.eq(as_bounded(a.inp_base, kb)),
+                dw_strip_step.eq(as_bounded(a.dw_rows * a.stride_y * a.in_w, kb)),
+                ev_first.eq(1),
+            ]
+        # The read that completes a column shifts the window the cycle after; the evaluations of
+        # the previous column must be over by then (at most one left after this cycle).
+        arriving_evals = rd1_v & rd1_last & rd1_ev
+        shift_ok = Mux(arriving_evals, rd1_rs <= 1, ev_left <= 2)
+        col_end = dw_j == dw_jm1
+        dw_read = Signal()
+        m.d.comb += dw_read.eq(dw_go & ~dw_done & (~col_end | shift_ok))
+        m.d.sync += rd1_v.eq(dw_read)
+        with m.If(dw_read):
+            m.d.sync += [dw_started.eq(1), rd1_j.eq(dw_j), rd1_last.eq(col_end), rd1_ev.eq(dw_due == 0),
+                         rd1_rs.eq(dw_rs), rd1_final.eq(0)]
+            with m.If(~col_end):
+                m.d.sync += [dw_j.eq(dw_j + 1), dw_addr.eq(bounded_add(dw_addr, in_w_b))]
+            with m.Else():
+                m.d.sync += [dw_j.eq(0), dw_due.eq(Mux(dw_due == 0, a.stride_x - 1, dw_due - 1))]
+                with m.If(dw_x != 0):
+                    nxt = bounded_add(dw_colb, Const(1, kb + 1))
+                    m.d.sync += [dw_x.eq(dw_x - 1), dw_colb.eq(nxt), dw_addr.eq(nxt)]
+                with m.Elif(dw_left <= a.dw_rows):
+                    m.d.sync += [dw_done.eq(1), rd1_final.eq(1)]
+                with m.Else():
+                    rest = dw_left - a.dw_rows
+                    rows = Mux(rest < a.dw_rows, rest, a.dw_rows)[:4]
+                    nxt = bounded_add(dw_strip, dw_strip_step)
+                    m.d.sync += [dw_left.eq(rest), dw_rs.eq(rows), dw_jm1.eq(strip_rows(rows)),
+                                 dw_x.eq(dw_cols_m1), dw_due.eq(a.kw - 1),
+                                 dw_strip.eq(nxt), dw_colb.eq(nxt), dw_addr.eq(nxt)]
+        raise_if(dw_read & (dw_addr.beyond | (dw_addr.low >= hw.inp_depth)), E.SRAM_RANGE)
+
+        # The word read last cycle: into the loading column, or, completing it, the window shifts.
+        with m.If(rd1_v & ~rd1_last):
+            for j in range(col_words):
+                with m.If(rd1_j == j):
+                    m.d.sync += col_load[j].eq(self.inp.data)
+        with m.If(rd1_v & rd1_last):
+            for j in range(col_words):
+                m.d.sync += [cols[0][j].eq(Mux(rd1_j == j, self.inp.data, col_load[j])),
+                             cols[1][j].eq(cols[0][j]), cols[2][j].eq(cols[1][j])]
+
+        # Evaluations: output row r of the strip takes window rows r*stride_y + ky. Array input
+        # lane ci = 3*ky + j of output lane co is lane co of column j's word (j = 0 the oldest of
+        # the three columns), so the C x C array's adder tree sums the taps of each channel.
+        m.d.comb += [dw_eval.eq(~error & (ev_left != 0)), dw_ev_final.eq(ev_final & (ev_left == 1))]
+        xw = [Signal(word, name=f"dw_x{t}", reset_less=True) for t in range(n_dw_taps)]
+        with m.If(dw_eval):
+            m.d.sync += [ev_left.eq(ev_left - 1), ev_b.eq(ev_b + a.stride_y), p.eq(p + 1), ev_first.eq(0)]
+            for ky in range(dw_kh):
+                row = (ev_b + ky)[:jb]
+                for jpos in range(ncols):
+                    col = cols[ncols - 1 - jpos]
+                    pick = col[0]
+                    for j in range(1, col_words):
+                        pick = Mux(row == j, col[j], pick)
+                    m.d.sync += xw[ky * ncols + jpos].eq(pick)
+        with m.If(arriving_evals):
+            m.d.sync += [ev_left.eq(rd1_rs), ev_b.eq(0), ev_final.eq(rd1_final)]
+        raise_if(dw_eval & (p >= self.acc_depth), E.SRAM_RANGE)
+
+        m.d.comb += [self.inp.addr.eq(Mux(a.dw, dw_addr.low, addr.low)), self.inp.en.eq(issue | dw_read),
+                     self.mac_active.eq(issue | dw_eval)]
 
         # ---------------------------------------------------------------- weight prefetch
         f_issue = Signal()
@@ -374,9 +505,9 @@ class ConvEngine(Engine):
         raise_if(f_issue & (f_addr >= hw.wgt_depth), E.SRAM_RANGE)
         with m.If(f_issue):
             m.d.sync += [w_pend.eq(1), f_addr.eq(f_addr + 1)]
-            f_last_kx = f_kx == a.kw - 1
-            f_last_ky = f_ky == a.kh - 1
-            f_last_cb = f_cb == a.cin_blocks - 1
+            f_last_kx = (f_kx == a.kw - 1) | a.dw  # a depthwise CONV reads one WGT word
+            f_last_ky = (f_ky == a.kh - 1) | a.dw
+            f_last_cb = (f_cb == a.cin_blocks - 1) | a.dw
             with m.If(~f_last_kx):
                 m.d.sync += f_kx.eq(f_kx + 1)
             with m.Elif(~f_last_ky):
@@ -394,10 +525,18 @@ class ConvEngine(Engine):
         s0 = {"valid": issue, "p": p[:self.acc_bits], "first": first_tap & ~a.acc_in, "final": final,
               "tap_start": tap_start, "slot": slot}
         prev = s0
+        # A depthwise evaluation enters at stage 2, where its window words are registered (xw)
+        # like the INP word of an ordinary issue; the two never meet: the walk's first evaluation
+        # comes several cycles after the last ordinary issue of the tile before.
+        dw_item = {"valid": 1, "p": p[:self.acc_bits], "first": ~a.acc_in, "final": dw_ev_final,
+                   "tap_start": ev_first, "slot": slot}
         for s in range(1, ss + 1):
             # Only ``valid`` is reset: the other fields describe the stage's item.
             cur = {k: Signal(len(v), name=f"st{s}_{k}", reset_less=(k != "valid")) for k, v in s0.items()}
-            m.d.sync += [cur[k].eq(prev[k]) for k in cur]
+            if s == 2:
+                m.d.sync += [cur[k].eq(Mux(dw_eval, dw_item[k], prev[k])) for k in cur]
+            else:
+                m.d.sync += [cur[k].eq(prev[k]) for k in cur]
             side.append(cur)
             prev = cur
 
@@ -411,6 +550,21 @@ class ConvEngine(Engine):
         m.d.sync += x2.eq(self.inp.data)
         with m.If(side[1]["valid"] & side[1]["tap_start"]):
             m.d.sync += w_cur.eq(w_next)
+        # A depthwise tile takes its one weight word with its first evaluation; the bytes of taps
+        # outside its kh x kw kernel (and of lanes ci >= 3 * dw_kh) become 0, because their
+        # window words are whatever the window last held.
+        dw_sel = Signal()  # the item in stage 2 is a depthwise evaluation
+        with m.If(dw_eval):
+            m.d.sync += dw_sel.eq(1)
+        with m.Elif(side[1]["valid"]):
+            m.d.sync += dw_sel.eq(0)
+        with m.If(dw_eval & ev_first):
+            m.d.sync += [tap_start.eq(0), w_full.eq(0)]
+            for ci in range(c):
+                ky, jpos = divmod(ci, ncols)
+                used = (ky < a.kh) & (jpos >= ncols - a.kw) if ci < n_dw_taps else Const(0)
+                for co in range(c):
+                    m.d.sync += w_cur[co][ci].eq(Mux(used, w_next[co][ci], 0))
 
         # Stage 2 -> 3: C x C products, then the adder tree over ci, registered every two levels.
         #
@@ -428,7 +582,8 @@ class ConvEngine(Engine):
             vals = []
             for ci in range(c):
                 pr = Signal(signed(16), name=f"prod_{co}_{ci}", reset_less=True)
-                m.d.sync += pr.eq(x2[ci] * w_cur[co][ci])
+                xin = Mux(dw_sel, xw[ci][co], x2[ci]) if ci < n_dw_taps else x2[ci]
+                m.d.sync += pr.eq(xin * w_cur[co][ci])
                 vals.append(pr.as_unsigned() ^ 0x8000 if offset else pr)
             level = 0
             while len(vals) > 1:
@@ -475,16 +630,28 @@ class ConvEngine(Engine):
         d_ox, d_oy = Signal(16), Signal(16)
         d_p = Signal(self.acc_bits)
         d_out = Signal(isa.SRAM_ADDR_BITS + 1)
+        d_cbase = Signal(isa.SRAM_ADDR_BITS + 1)  # depthwise: OUT word of the strip's first row at column d_ox
         d_ow_m1 = Mux(d_slot, descs[1]["out_w_m1"], descs[0]["out_w_m1"])
         d_oh_m1 = Mux(d_slot, descs[1]["out_h_m1"], descs[0]["out_h_m1"])
         # A held tile (acc_keep) drains as a single item that writes no lane: it carries the
         # instruction's completion (its tag, so its pushes) through the output stage in order.
         d_keep = Mux(d_slot, descs[1]["acc_keep"], descs[0]["acc_keep"])
-        d_last = ((d_ox == d_ow_m1) & (d_oy == d_oh_m1)) | d_keep
+        # A depthwise tile is in ACC in strip order (per strip of dw_rows rows: per column, its
+        # rows), so its drain walks OUT in that order: d_r the row in the strip, d_rs_m1 the
+        # strip's rows - 1, d_left the output rows from the strip's first on.
+        d_dw = Mux(d_slot, descs[1]["dw"], descs[0]["dw"])
+        d_rows = Mux(d_slot, descs[1]["dw_rows"], descs[0]["dw_rows"])
+        d_r, d_rs_m1 = Signal(4), Signal(4)
+        d_left = Signal(16)
+        d_last_dw = (d_ox == d_ow_m1) & (d_r == d_rs_m1) & (d_left <= d_rows)
+        d_last = Mux(d_dw, d_last_dw, (d_ox == d_ow_m1) & (d_oy == d_oh_m1)) | d_keep
         with m.If(~drain_reading & full & ~error):
+            oh = Mux(d_slot, descs[1]["out_h_m1"], descs[0]["out_h_m1"]) + 1
             m.d.sync += [
-                drain_reading.eq(1), full.eq(0), d_ox.eq(0), d_oy.eq(0), d_p.eq(0),
+                drain_reading.eq(1), full.eq(0), d_ox.eq(0), d_oy.eq(0), d_p.eq(0), d_r.eq(0),
+                d_rs_m1.eq(Mux(oh < d_rows, oh, d_rows) - 1), d_left.eq(oh),
                 d_out.eq(Mux(d_slot, descs[1]["out_base"], descs[0]["out_base"])),
+                d_cbase.eq(Mux(d_slot, descs[1]["out_base"], descs[0]["out_base"])),
             ]
         d_issue = Signal()
         m.d.comb += [d_issue.eq(drain_reading & ~error), drain_rd_addr.eq(d_p)]
@@ -495,14 +662,27 @@ class ConvEngine(Engine):
         out1 = Signal(self.out_bits)
         m.d.sync += [v1.eq(d_issue & ~d_oob), last1.eq(d_last), slot1.eq(d_slot), out1.eq(d_out),
                      keep1.eq(d_keep)]
-        with m.If(d_issue):
+        d_ow = d_ow_m1 + 1
+        with m.If(d_issue & ~d_dw):
             m.d.sync += [d_p.eq(d_p + 1), d_out.eq(d_out + 1)]
             with m.If(d_ox != d_ow_m1):
                 m.d.sync += d_ox.eq(d_ox + 1)
             with m.Else():
                 m.d.sync += [d_ox.eq(0), d_oy.eq(d_oy + 1)]
-            with m.If(d_last):
-                m.d.sync += [drain_reading.eq(0), d_slot.eq(~d_slot)]
+        with m.If(d_issue & d_dw):
+            m.d.sync += d_p.eq(d_p + 1)
+            with m.If(d_r != d_rs_m1):
+                m.d.sync += [d_r.eq(d_r + 1), d_out.eq(d_out + d_ow)]
+            with m.Elif(d_ox != d_ow_m1):
+                m.d.sync += [d_r.eq(0), d_ox.eq(d_ox + 1), d_cbase.eq(d_cbase + 1), d_out.eq(d_cbase + 1)]
+            with m.Else():
+                # The next strip starts right after this strip's last pixel (a full strip has
+                # dw_rows rows), i.e. at d_out + 1.
+                rest = d_left - d_rows
+                m.d.sync += [d_r.eq(0), d_ox.eq(0), d_left.eq(rest), d_rs_m1.eq(Mux(rest < d_rows, rest, d_rows) - 1),
+                             d_cbase.eq(d_out + 1), d_out.eq(d_out + 1)]
+        with m.If(d_issue & d_last):
+            m.d.sync += [drain_reading.eq(0), d_slot.eq(~d_slot)]
 
         def pick(key: str):
             return Mux(slot1, Value.cast(descs[1][key]), Value.cast(descs[0][key]))
