@@ -275,6 +275,10 @@ CONV_SPECS: tuple[PropertySpec, ...] = (
                  "dlproc addition: generate the output stage's 256-entry int8 activation table "
                  "(sigmoid, tanh, SiLU, HardSwish, GELU, ... fused into conv/fc/add; "
                  "fc.SigmoidBlockGeneration generates it too).", matlab=False),
+    PropertySpec("DepthwiseBlockGeneration", "switch", True, _SWITCH,
+                 "dlproc addition: generate the conv array's depthwise mode (a window of 3 x 8 input "
+                 "words feeding the C x C array with the taps of C channels; needs C >= 3). Off: depthwise "
+                 "layers run on the dense array at one multiplier in C, with a compile note.", matlab=False),
     PropertySpec("ConvThreadNumber", "int", 16, "a perfect square C*C with C in 2..32 (4, 9, 16, ..., 1024)",
                  "Number of int8 MACs of the conv array (C input x C output channels per cycle).",
                  check=_is_perfect_square_thread_number),
@@ -374,7 +378,8 @@ TOP_SPECS: tuple[PropertySpec, ...] = (
 #: Properties added after schema version 1 are hashed only when they differ from their default,
 #: so every configuration that predates them keeps its hash (and its hardware, bit for bit).
 _HASHED_UNLESS_DEFAULT: dict[str, Any] = {"MemoryPorts": 1}
-_MODULE_HASHED_UNLESS_DEFAULT: dict[tuple[str, str], Any] = {("conv", "ActivationTableGeneration"): False}
+_MODULE_HASHED_UNLESS_DEFAULT: dict[tuple[str, str], Any] = {("conv", "ActivationTableGeneration"): False,
+                                                             ("conv", "DepthwiseBlockGeneration"): True}
 
 #: Read-only top-level properties derived from the board (MATLAB: "taken from the platform").
 DERIVED_TOP = ("SynthesisTool", "SynthesisToolChipFamily", "SynthesisToolDeviceName")

@@ -397,8 +397,9 @@ def _plan_notes(ops: list[HwOp], plans: list[Any]) -> list[str]:
         notes.append(f"{op.layer}: {op.kind} {op.in_shape[0]}x{op.in_shape[1]}x{op.in_shape[2]} -> "
                      f"{op.out_shape[0]}x{op.out_shape[1]}x{op.out_shape[2]}, tile {plan.tile[0]}x{plan.tile[1]}, "
                      f"{plan.steps} step(s), {plan.order}, weights {plan.weights}, "
+                     + (f"{plan.note}, " if plan.note else "")
                      + (f"reduction split into {plan.chunks} partial-sum CONVs per output block (its weights or "
-                        "input do not fit the buffers), " if plan.chunks > 1 else "")
+                        "input do not fit the buffers), " if plan.chunks > 1 and not plan.note else "")
                      + f"estimated {plan.estimated_cycles} cycles")
     return notes
 

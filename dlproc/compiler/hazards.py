@@ -113,7 +113,7 @@ def footprint(insn: isa.Instruction, geom: Geometry) -> tuple[list[Access], list
         return [("OUT", insn.sram_base, insn.sram_base + n)], [("DRAM", _dram_beats(insn, geom, "OUT"))]
     if isinstance(insn, isa.Conv):
         return [("INP", insn.inp_base, _window_end(insn, insn.cin_blocks, insn.dil_y, insn.dil_x)),
-                ("WGT", insn.wgt_base, insn.wgt_base + insn.cin_blocks * insn.kh * insn.kw),
+                ("WGT", insn.wgt_base, insn.wgt_base + insn.wgt_words()),
                 ("PRM", insn.prm_base, insn.prm_base + 1)], \
                ([] if insn.acc_keep else [("OUT", insn.out_base, insn.out_base + insn.out_h * insn.out_w)])
     if isinstance(insn, isa.Pool):

@@ -360,7 +360,7 @@ def _wgt_range(stream: list[isa.Instruction], depth: int) -> tuple[int, int] | N
         if isinstance(insn, isa.Load) and insn.buf == isa.Buf.WGT:
             a, b = insn.sram_base, insn.sram_base + insn.x_size * insn.y_size * insn.z_size
         elif isinstance(insn, isa.Conv):
-            a, b = insn.wgt_base, insn.wgt_base + insn.cin_blocks * insn.kh * insn.kw
+            a, b = insn.wgt_base, insn.wgt_base + insn.wgt_words()
         else:
             continue
         lo = a if lo is None else min(lo, a)

@@ -273,6 +273,8 @@ class HardwareParams:
                 out_depth=shapes["OUT"].depth,
                 config_hash64=int(config.hash64),
                 mem_ports=int(getattr(config, "memory_ports", 1)),
+                depthwise=bool(config.module_enabled("conv")
+                               and config.get_module_property("conv", "DepthwiseBlockGeneration")),
                 **block_switches(config),
                 **fc_sizes(config),
             )
@@ -752,6 +754,8 @@ class Conv(Instruction):
             problems.append(f"cin_blocks = {self.cin_blocks} (must be 1)")
         if self.kw > DW_WINDOW_COLS or self.kh > hw.dw_kh:
             problems.append(f"kernel {self.kh}x{self.kw} (at most {hw.dw_kh}x{DW_WINDOW_COLS} on this processor)")
+        if self.kh * self.kw < 2:
+            problems.append("a 1x1 kernel (at least two taps; a 1x1 depthwise conv is an ordinary one-tap CONV)")
         if (self.dil_y, self.dil_x) != (1, 1):
             problems.append(f"dilation {self.dil_y}x{self.dil_x} (must be 1)")
         if self.dw_rows < 1 or self.dw_strip_rows() > DW_COL:

@@ -95,6 +95,49 @@ def test_depthwise_conv():
     check(cfg, layer, x)
 
 
+@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("seed", range(8))
+def test_random_depthwise_in_the_depthwise_mode(name, seed):
+    """Random depthwise layers (kernels 2..5 per side, strides 1 and 2, pads, channel counts that
+    are not multiples of C) run in the conv engine's depthwise mode, kernels larger than the window
+    as partial-sum chains of links, bit-exact with the golden model on every schedule."""
+    cfg = CONFIGS[name]
+    geom = Geometry.from_config(cfg)
+    rng = np.random.default_rng(77 + 13 * seed + len(name))
+    ch = int(rng.integers(2, 3 * geom.c + 2))
+    kh, kw = (int(v) for v in rng.integers(1, 6, size=2))
+    kh = 3 if kh * kw == 1 else kh
+    stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+    pads = tuple(int(rng.integers(0, min(k, 3))) for k in (kh, kw, kh, kw))
+    h, w_ = int(rng.integers(kh, 16)), int(rng.integers(kw, 16))
+    x = rng.integers(-128, 128, (ch, h, w_), dtype=np.int8)
+    w = rng.integers(-128, 128, (ch, 1, kh, kw), dtype=np.int8)
+    layer = ConvLayer(w, rng.integers(-3000, 3000, ch).astype(np.int32), rng.integers(1 << 12, 1 << 15, ch),
+                      rng.integers(12, 17, ch), zp_in=int(rng.integers(-5, 6)), zp_out=int(rng.integers(-9, 9)),
+                      act_min=-128 if seed % 2 else 0, stride=stride, pads=pads, groups=ch)
+    prog, _ = check(cfg, layer, x)
+    convs = [i for i in prog.instructions if isinstance(i, isa.Conv)]
+    assert convs and all(c.dw for c in convs)
+    links = -(-kh // geom.hw.dw_kh) * -(-kw // isa.DW_WINDOW_COLS)
+    assert sum(c.acc_keep for c in convs) == len(convs) // links * (links - 1)
+    assert prog.plan.note.startswith("depthwise mode")
+
+
+def test_depthwise_that_cannot_use_the_mode_says_why():
+    """A depthwise multiplier > 1 and a dilated depthwise layer run on the dense array, bit-exact,
+    and the plan says why."""
+    cfg = CONFIGS["c4"]
+    rng = np.random.default_rng(9)
+    x = rng.integers(-128, 128, (6, 9, 9), dtype=np.int8)
+    for co, dil, why in ((12, 1, "depthwise multiplier 2"), (6, 2, "dilation 2x2")):
+        w = rng.integers(-128, 128, (co, 1, 3, 3), dtype=np.int8)
+        layer = ConvLayer(w, rng.integers(-99, 99, co).astype(np.int32), rng.integers(1, 1 << 15, co),
+                          rng.integers(10, 16, co), pads=1, dilation=dil, groups=6)
+        prog, _ = check(cfg, layer, x)
+        assert not any(i.dw for i in prog.instructions if isinstance(i, isa.Conv))
+        assert why in prog.plan.note and "dense array" in prog.plan.note
+
+
 def test_leaky_relu_multiplier_and_wrapping_bias():
     """M_neg differs from M, and the bias is near the int32 limits so accumulators wrap."""
     cfg = CONFIGS["c4"]

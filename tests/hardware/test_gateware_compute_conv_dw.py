@@ -44,7 +44,7 @@ def dw_reference(buf: Buffers, chain: list[isa.Conv]) -> np.ndarray:
 
 def random_dw(rng: np.random.Generator, hw: isa.HardwareParams, out_base: int, links: int = 1) -> list[isa.Conv]:
     kh = int(rng.integers(1, hw.dw_kh + 1))
-    kw = int(rng.integers(1, 4))
+    kw = int(rng.integers(2 if kh == 1 else 1, 4))
     sy, sx = int(rng.integers(1, 3)), int(rng.integers(1, 4))
     rows = int(rng.integers(1, (isa.DW_COL - kh) // sy + 2))
     out_h, out_w = int(rng.integers(1, 8)), int(rng.integers(1, 6))
@@ -100,8 +100,8 @@ def _timing(hw: isa.HardwareParams, ss: int):
                         ostage_latency=LATENCY, acc_depth=256, elem_beats={})
 
 
-@pytest.mark.parametrize("shape", [(6, 1, 2, 2, 2, 3, 2), (5, 3, 3, 3, 1, 1, 4), (3, 2, 1, 1, 1, 1, 2),
-                                   (7, 3, 3, 3, 2, 2, 3), (1, 1, 1, 1, 1, 1, 1), (2, 2, 1, 3, 1, 1, 2)])
+@pytest.mark.parametrize("shape", [(6, 1, 2, 2, 2, 3, 2), (5, 3, 3, 3, 1, 1, 4), (3, 2, 1, 2, 1, 1, 2),
+                                   (7, 3, 3, 3, 2, 2, 3), (1, 1, 2, 1, 1, 1, 1), (2, 2, 1, 3, 1, 1, 2)])
 def test_depthwise_cycle_formulas(shape: tuple[int, ...]) -> None:
     """The walk's cycles (``costs.dw_walk``: strips, columns, the wait of a short strip's first
     column), one CONV then FINISH and the period of back-to-back tiles, exactly; the estimator's
@@ -138,6 +138,7 @@ def _bad_depthwise(hw: isa.HardwareParams) -> dict[str, isa.Conv]:
         "kernel too wide": isa.Conv(**ok | {"kw": 4}),
         "kernel too tall": isa.Conv(**ok | {"kh": hw.dw_kh + 1}),
         "dilated": isa.Conv(**ok | {"dil_x": 2}),
+        "one tap": isa.Conv(**ok | {"kw": 1}),
         "no rows": isa.Conv(**ok | {"dw_rows": 0}),
         "strip beyond the window": isa.Conv(**ok | {"dw_rows": isa.DW_COL + 1}),
     }

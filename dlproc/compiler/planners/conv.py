@@ -12,6 +12,8 @@ import numpy as np
 from dlproc.hardware import isa
 from dlproc.errors import CompileError
 from dlproc.hardware.geometry import Geometry
+from dlproc.compiler.planners.conv_dw import (DwLink, depthwise_links, depthwise_refusal, dw_conv_cycles, dw_rows,
+                                              pack_dw_words)
 from dlproc.compiler.planners.conv_partial import plan_conv_partial
 from dlproc.compiler.planners.packing import channel_blocks, pack_weighted_params
 from dlproc.compiler.planners.schedule import (ConvAddrs, OP_OVERHEAD, OUT_SLOTS_MAX, PAD_MAX, Plan, SIZE_MAX, Step,
@@ -108,6 +110,9 @@ def pack_conv_weights(geom: Geometry, layer: ConvLayer, s: ConvShape) -> tuple[b
     """Weight image: per output block, words (cb, ky, kx) of C x C [co][ci]; returns the image and
     each block's first word (in words, relative to the image)."""
     c = geom.c
+    links = depthwise_links(geom, s)
+    if links is not None:
+        return pack_dw_words(geom, layer.weight, s, links)
     w = np.asarray(layer.weight)
     cig, cog = s.ci // s.groups, s.co // s.groups
     ranges = _ob_input_blocks(s, c)
@@ -158,7 +163,10 @@ def plan_conv_shape(geom: Geometry, layer: ConvLayer, s: ConvShape, addrs: ConvA
     ranges = _ob_input_blocks(s, c)
     n_ob = len(ranges)
     taps = s.kh * s.kw
-    ob_words = [(hi - lo) * taps for lo, hi in ranges]
+    # A depthwise layer in the conv engine's depthwise mode: one WGT word per link and block
+    # (planners/conv_dw.py); otherwise one word per input block and tap.
+    links = depthwise_links(geom, s)
+    ob_words = [len(links) if links else (hi - lo) * taps for lo, hi in ranges]
     wgt_start = list(np.cumsum([0] + ob_words[:-1]))
     total_words = sum(ob_words)
     resident = total_words <= geom.depth("WGT") and n_ob <= geom.depth("PRM")
@@ -178,13 +186,14 @@ def plan_conv_shape(geom: Geometry, layer: ConvLayer, s: ConvShape, addrs: ConvA
                 if best is not None and best[0] <= bound:
                     break
                 groups, g_ranges, wmode, wslots, order, th, tw = cand
-                steps = _conv_steps(geom, layer, s, addrs, ranges, wgt_start, groups, g_ranges, wmode, wslots,
-                                    order, th, tw, inp_slots)
+                steps = _conv_steps(geom, layer, s, addrs, ranges, wgt_start, ob_words, groups, g_ranges, wmode,
+                                    wslots, order, th, tw, inp_slots, links)
                 out_slots = min(OUT_SLOTS_MAX, geom.depth("OUT") // (th * tw))
                 est = estimate_steps(geom, steps, out_slots, bw, lat)
                 if best is None or est < best[0]:
                     plan = Plan("conv", (th, tw), g, order, wmode, len(steps), out_slots, est, conv_macs(s),
-                                steps_dma_bytes(geom, steps), inp_slots)
+                                steps_dma_bytes(geom, steps), inp_slots, chunks=len(links) if links else 1,
+                                note=_depthwise_note(geom, s, links))
                     best = (est, steps, plan)
         if best is not None:
             break
@@ -201,6 +210,13 @@ def plan_conv_shape(geom: Geometry, layer: ConvLayer, s: ConvShape, addrs: ConvA
             f"and its window for one output pixel {window} INP words (INP has {geom.depth('INP')}); "
             "raise WeightMemorySize / InputMemorySize")
     return best[1], best[2]
+
+
+def _depthwise_note(geom: Geometry, s: ConvShape, links: list[DwLink] | None) -> str:
+    if links:
+        return (f"depthwise mode, {len(links)} CONV(s) per tile and block" if len(links) > 1 else "depthwise mode")
+    reason = depthwise_refusal(geom, s)
+    return f"depthwise on the dense array (one multiplier per C): {reason}" if reason else ""
 
 
 def _conv_candidates(geom: Geometry, s: ConvShape, ranges: list[tuple[int, int]], ob_words: list[int],
@@ -237,8 +253,9 @@ def _conv_candidates(geom: Geometry, s: ConvShape, ranges: list[tuple[int, int]]
 
 
 def _conv_steps(geom: Geometry, layer: ConvLayer, s: ConvShape, addrs: ConvAddrs, ranges: list[tuple[int, int]],
-                wgt_start: list[int], groups: list[list[int]], g_ranges: list[tuple[int, int]], wmode: str,
-                wslots: int, order: str, th: int, tw: int, inp_slots: int) -> list[Step]:
+                wgt_start: list[int], ob_words: list[int], groups: list[list[int]], g_ranges: list[tuple[int, int]],
+                wmode: str, wslots: int, order: str, th: int, tw: int, inp_slots: int,
+                links: list[DwLink] | None = None) -> list[Step]:
     pin, pw, pp, po = geom.pitch("INP"), geom.pitch("WGT"), geom.pitch("PRM"), geom.pitch("OUT")
     tiles = tile_grid(s.ho, s.wo, th, tw, (s.kh, s.kw), s.stride, s.dil, s.pads, s.h, s.w)
     taps = s.kh * s.kw
@@ -270,7 +287,7 @@ def _conv_steps(geom: Geometry, layer: ConvLayer, s: ConvShape, addrs: ConvAddrs
             if j not in resident_loaded:
                 resident_loaded.add(j)
                 o0, n = groups[j][0], len(groups[j])
-                words = sum((ranges[o][1] - ranges[o][0]) * taps for o in groups[j])
+                words = sum(ob_words[o] for o in groups[j])
                 for ld in linear_loads(isa.Buf.WGT, wgt_start[o0], addrs.wgt + wgt_start[o0] * pw, words, pw):
                     st.loads.append(StepLoad(ld, ("WGT", "res", j)))
                 for ld in linear_loads(isa.Buf.PRM, o0, addrs.prm + o0 * pp, n, pp):
@@ -284,7 +301,7 @@ def _conv_steps(geom: Geometry, layer: ConvLayer, s: ConvShape, addrs: ConvAddrs
                 wgt_slot = wgt_loads % wslots
                 wgt_loads += 1
                 o0, n = groups[j][0], len(groups[j])
-                words = sum((ranges[o][1] - ranges[o][0]) * taps for o in groups[j])
+                words = sum(ob_words[o] for o in groups[j])
                 for ld in linear_loads(isa.Buf.WGT, wgt_slot * wgt_half, addrs.wgt + wgt_start[o0] * pw, words, pw):
                     st.loads.append(StepLoad(ld, ("WGT", wgt_slot)))
                 for ld in linear_loads(isa.Buf.PRM, wgt_slot * prm_half, addrs.prm + o0 * pp, n, pp):
@@ -292,7 +309,7 @@ def _conv_steps(geom: Geometry, layer: ConvLayer, s: ConvShape, addrs: ConvAddrs
             wbase, pbase, acc = {}, {}, 0
             for o in groups[j]:
                 wbase[o] = wgt_slot * wgt_half + acc
-                acc += (ranges[o][1] - ranges[o][0]) * taps
+                acc += ob_words[o]
                 pbase[o] = wgt_slot * prm_half + (o - groups[j][0])
             wslot_id = ("WGT", wgt_slot)
         # ---- input tile ----
@@ -309,14 +326,37 @@ def _conv_steps(geom: Geometry, layer: ConvLayer, s: ConvShape, addrs: ConvAddrs
         for o in groups[j]:
             olo, ohi = ranges[o]
             out_base = (op_index % out_slots) * px_max
+            store = isa.Store(sram_base=out_base, dram_addr=addrs.out + ((o * s.ho + tile.r0) * s.wo + tile.c0) * po,
+                              x_size=tile.tw, y_size=tile.th, y_stride=s.wo)
+            if links:
+                st.ops += _depthwise_ops(layer, s, tile, links, inp_slot * inp_half + (olo - lo) * plane, wbase[o],
+                                         pbase[o], out_base, store)
+                op_index += 1
+                continue
             conv = isa.Conv(
                 inp_base=inp_slot * inp_half + (olo - lo) * plane, wgt_base=wbase[o], prm_base=pbase[o],
                 out_base=out_base, in_w=tile.wp, in_plane=plane, out_h=tile.th, out_w=tile.tw, kh=s.kh, kw=s.kw,
                 stride_y=s.stride[0], stride_x=s.stride[1], dil_y=s.dil[0], dil_x=s.dil[1], cin_blocks=ohi - olo,
                 zp_out=int(layer.zp_out), act_min=int(layer.act_min), act_max=int(layer.act_max))
-            store = isa.Store(sram_base=out_base, dram_addr=addrs.out + ((o * s.ho + tile.r0) * s.wo + tile.c0) * po,
-                              x_size=tile.tw, y_size=tile.th, y_stride=s.wo)
             st.ops.append(StepOp(conv, store, px * (ohi - olo) * taps + OP_OVERHEAD))
             op_index += 1
         steps.append(st)
     return steps
+
+
+def _depthwise_ops(layer: ConvLayer, s: ConvShape, tile: Any, links: list[DwLink], inp_base: int, wgt_base: int,
+                   prm_base: int, out_base: int, store: isa.Store) -> list[StepOp]:
+    """One output tile and block in the depthwise mode: one CONV per link, chained through the
+    accumulator when there are several (the last one writes OUT and has the STORE)."""
+    rows = dw_rows(s, links)
+    ops = []
+    for k, link in enumerate(links):
+        last = k == len(links) - 1
+        conv = isa.Conv(
+            inp_base=inp_base + link.ky0 * tile.wp + link.kx0, wgt_base=wgt_base + k, prm_base=prm_base,
+            out_base=out_base if last else 0, in_w=tile.wp, in_plane=tile.hp * tile.wp, out_h=tile.th,
+            out_w=tile.tw, kh=link.kh, kw=link.kw, stride_y=s.stride[0], stride_x=s.stride[1],
+            zp_out=int(layer.zp_out), act_min=int(layer.act_min), act_max=int(layer.act_max),
+            acc_in=int(k > 0), acc_keep=int(not last), dw=1, dw_rows=rows)
+        ops.append(StepOp(conv, store if last else None, dw_conv_cycles(conv, OP_OVERHEAD)))
+    return ops

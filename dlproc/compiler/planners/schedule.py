@@ -73,6 +73,8 @@ class Plan:
     #: CONVs per output tile and block: > 1 when the reduction is split into a partial-sum chain
     #: (acc_keep ... acc_in) because one output block's weights or input do not fit the buffers
     chunks: int = 1
+    #: how the layer runs when that is worth saying (the depthwise mode, or why a depthwise layer cannot use it)
+    note: str = ""
 
 
 #: Steps a step's loads may run ahead of the compute unit when no buffer reuse makes them wait

@@ -98,13 +98,24 @@ CONV_CMD_LAYOUT = data.StructLayout(
 )
 
 
+def small_mul(value: Value, factor: Value) -> Value:
+    """``value * factor`` as shifted adds, one per bit of the (few-bit) ``factor``. Written out so
+    that synthesis builds it from logic: a ``*`` would take a DSP block, and the DE10-Nano's
+    processor uses all 112."""
+    value, factor = Value.cast(value), Value.cast(factor)
+    total = Const(0, 1)
+    for k in range(len(factor)):
+        total = total + Mux(factor[k], value << k, 0)
+    return total
+
+
 def dw_refused(hw: isa.HardwareParams, f: data.View) -> Value:
     """A depthwise CONV this processor cannot run (``isa.Conv._check_depthwise``): ILLEGAL_FIELD."""
     if hw.dw_kh < 1:
         return Const(1)
-    strip = (f.dw_rows - 1) * f.stride_y + f.kh
+    strip = small_mul((f.dw_rows - 1)[:4], f.stride_y) + f.kh
     return ((f.cin_blocks != 1) | (f.kw > isa.DW_WINDOW_COLS) | (f.kh > hw.dw_kh) | (f.dil_y != 1) | (f.dil_x != 1)
-            | (f.dw_rows == 0) | (strip > isa.DW_COL))
+            | ((f.kh == 1) & (f.kw == 1)) | (f.dw_rows == 0) | (strip > isa.DW_COL))
 
 
 def acc_pipeline_stages(c: int) -> int:
@@ -397,103 +408,121 @@ class ConvEngine(Engine):
         # one INP word per cycle, into the loading column of a window of DW_WINDOW_COLS complete
         # columns of DW_COL words. A completed column shifts the window; when it completes an
         # output column, the strip's rows are evaluated one per cycle while the next column loads.
+        # A processor without the depthwise mode (DepthwiseBlockGeneration off, or C < 3) has none
+        # of this logic: its command check refuses every CONV with dw set.
         ncols, col_words = isa.DW_WINDOW_COLS, isa.DW_COL
         dw_kh = hw.dw_kh
         n_dw_taps = ncols * dw_kh
-        word = inp_word_layout(c)
-        jb = max(1, (col_words - 1).bit_length())
-        col_load = [Signal(word, name=f"dw_ld_{j}", reset_less=True) for j in range(col_words)]
-        cols = [[Signal(word, name=f"dw_col{k}_{j}", reset_less=True) for j in range(col_words)]
-                for k in range(ncols)]
-        dw_j, dw_jm1 = Signal(jb), Signal(jb)  # word of the column being read (counting up), the last one
-        dw_x, dw_cols_m1 = Signal(16), Signal(16)  # columns of the strip left after this one; per strip - 1
-        dw_due = Signal(3)  # columns until the next one that completes an output column
-        dw_rs = Signal(4)  # output rows of the strip being read
-        dw_left = Signal(16)  # output rows from that strip's first row on
-        dw_done = Signal()  # every INP word of the tile has been read
-        dw_strip, dw_colb, dw_addr = (Signal(bounded, name=n) for n in ("dw_strip", "dw_colb", "dw_addr"))
-        dw_strip_step = Signal(bounded)  # dw_rows * stride_y * in_w
-        # The evaluation side: evaluations left for the column just completed, the window row of
-        # the next one (r * stride_y), whether they are the tile's last, the ACC index.
-        ev_left, ev_b = Signal(4), Signal(jb)
-        ev_final, ev_first = Signal(), Signal()
-        # The read issued last cycle: its word index, whether it completed a column, an output
-        # column, the tile; the strip's rows.
-        rd1_v, rd1_last, rd1_ev, rd1_final = Signal(), Signal(), Signal(), Signal()
-        rd1_j, rd1_rs = Signal(jb), Signal(4)
-
-        def strip_rows(rows: Value) -> Value:
-            """INP words per column of a strip of ``rows`` output rows, minus 1."""
-            return ((rows - 1) * a.stride_y + a.kh - 1)[:jb]
-
-        first_rows = Mux(a.out_h < a.dw_rows, a.out_h, a.dw_rows)[:4]
-        with m.If(in_setup):
-            m.d.sync += [
-                dw_started.eq(0), dw_done.eq(0), dw_j.eq(0), dw_rs.eq(first_rows), dw_jm1.eq(strip_rows(first_rows)),
-                dw_x.eq((a.out_w - 1) * a.stride_x + a.kw - 1), dw_cols_m1.eq((a.out_w - 1) * a.stride_x + a.kw - 1),
-                dw_due.eq(a.kw - 1), dw_left.eq(a.out_h),
-                dw_strip.eq(as_bounded(a.inp_base, kb)), dw_colb.eq(as_bounded(a.inp_base, kb)),
-                dw_addr.eq(as_bounded(a.inp_base, kb)),
-                dw_strip_step.eq(as_bounded(a.dw_rows * a.stride_y * a.in_w, kb)),
-                ev_first.eq(1),
-            ]
-        # The read that completes a column shifts the window the cycle after; the evaluations of
-        # the previous column must be over by then (at most one left after this cycle).
-        arriving_evals = rd1_v & rd1_last & rd1_ev
-        shift_ok = Mux(arriving_evals, rd1_rs <= 1, ev_left <= 2)
-        col_end = dw_j == dw_jm1
+        dw_addr = Signal(bounded, name="dw_addr")
         dw_read = Signal()
-        m.d.comb += dw_read.eq(dw_go & ~dw_done & (~col_end | shift_ok))
-        m.d.sync += rd1_v.eq(dw_read)
-        with m.If(dw_read):
-            m.d.sync += [dw_started.eq(1), rd1_j.eq(dw_j), rd1_last.eq(col_end), rd1_ev.eq(dw_due == 0),
-                         rd1_rs.eq(dw_rs), rd1_final.eq(0)]
-            with m.If(~col_end):
-                m.d.sync += [dw_j.eq(dw_j + 1), dw_addr.eq(bounded_add(dw_addr, in_w_b))]
-            with m.Else():
-                m.d.sync += [dw_j.eq(0), dw_due.eq(Mux(dw_due == 0, a.stride_x - 1, dw_due - 1))]
-                with m.If(dw_x != 0):
-                    nxt = bounded_add(dw_colb, Const(1, kb + 1))
-                    m.d.sync += [dw_x.eq(dw_x - 1), dw_colb.eq(nxt), dw_addr.eq(nxt)]
-                with m.Elif(dw_left <= a.dw_rows):
-                    m.d.sync += [dw_done.eq(1), rd1_final.eq(1)]
+        ev_first = Signal()
+        xw = []
+        if dw_kh >= 1:
+            word = inp_word_layout(c)
+            jb = max(1, (col_words - 1).bit_length())
+            col_load = [Signal(word, name=f"dw_ld_{j}", reset_less=True) for j in range(col_words)]
+            cols = [[Signal(word, name=f"dw_col{k}_{j}", reset_less=True) for j in range(col_words)]
+                    for k in range(ncols)]
+            dw_j, dw_jm1 = Signal(jb), Signal(jb)  # word of the column being read (counting up), the last one
+            dw_ox = Signal(16)  # output columns of the strip left after the one being read
+            # The next strip, precomputed from dw_left while a strip is read (a strip has at least
+            # kh * kw >= 2 words, so two strip ends are at least two cycles apart): there is one
+            # (dw_more), its rows (dw_nrows); this keeps the 16-bit compares off the strip-end path.
+            dw_more, dw_nrows = Signal(), Signal(4)
+            dw_due = Signal(3)  # columns until the next one that completes an output column
+            dw_rs = Signal(4)  # output rows of the strip being read
+            dw_left = Signal(16)  # output rows from that strip's first row on
+            dw_done = Signal()  # every INP word of the tile has been read
+            dw_strip, dw_colb = Signal(bounded, name="dw_strip"), Signal(bounded, name="dw_colb")
+            dw_strip_step = Signal(bounded)  # dw_rows * stride_y * in_w
+            # The evaluation side: evaluations left for the column just completed, the window row of
+            # the next one (r * stride_y), whether they are the tile's last, the ACC index.
+            ev_left, ev_b = Signal(4), Signal(jb)
+            ev_final = Signal()
+            # The read issued last cycle: its word index, whether it completed a column, an output
+            # column, the tile; the strip's rows.
+            rd1_v, rd1_last, rd1_ev, rd1_final = Signal(), Signal(), Signal(), Signal()
+            rd1_j, rd1_rs = Signal(jb), Signal(4)
+
+            def strip_rows(rows: Value) -> Value:
+                """INP words per column of a strip of ``rows`` output rows, minus 1."""
+                return (small_mul((rows - 1)[:4], a.stride_y) + a.kh - 1)[:jb]
+
+            first_rows = Mux(a.out_h < a.dw_rows, a.out_h, a.dw_rows)[:4]
+            with m.If(in_setup):
+                m.d.sync += [
+                    dw_started.eq(0), dw_done.eq(0), dw_j.eq(0), dw_rs.eq(first_rows), dw_jm1.eq(strip_rows(first_rows)),
+                    dw_ox.eq(a.out_w - 1), dw_due.eq(a.kw - 1), dw_left.eq(a.out_h),
+                    dw_strip.eq(as_bounded(a.inp_base, kb)), dw_colb.eq(as_bounded(a.inp_base, kb)),
+                    dw_addr.eq(as_bounded(a.inp_base, kb)),
+                    ev_first.eq(1),
+                ]
+            # The strip step dw_rows * stride_y * in_w = dw_rows * row_step (row_step is set in SETUP);
+            # the walk's first read is at least two cycles after SETUP (it waits for the weight word).
+            step = as_bounded(small_mul(row_step.low, a.dw_rows), kb)
+            with m.If(~dw_started):
+                m.d.sync += dw_strip_step.eq(Cat(step[:kb], step[kb] | (row_step.beyond & (a.dw_rows != 0))))
+            rows2 = Cat(Const(0, 1), a.dw_rows)  # 2 * dw_rows
+            m.d.sync += [dw_more.eq(dw_left > a.dw_rows),
+                         dw_nrows.eq(Mux(dw_left < rows2, (dw_left - a.dw_rows)[:4], a.dw_rows))]
+            # The read that completes a column shifts the window the cycle after; the evaluations of
+            # the previous column must be over by then (at most one left after this cycle).
+            arriving_evals = rd1_v & rd1_last & rd1_ev
+            shift_ok = Mux(arriving_evals, rd1_rs <= 1, ev_left <= 2)
+            col_end = dw_j == dw_jm1
+            m.d.comb += dw_read.eq(dw_go & ~dw_done & (~col_end | shift_ok))
+            m.d.sync += rd1_v.eq(dw_read)
+            with m.If(dw_read):
+                m.d.sync += [dw_started.eq(1), rd1_j.eq(dw_j), rd1_last.eq(col_end), rd1_ev.eq(dw_due == 0),
+                             rd1_rs.eq(dw_rs), rd1_final.eq(0)]
+                with m.If(~col_end):
+                    m.d.sync += [dw_j.eq(dw_j + 1), dw_addr.eq(bounded_add(dw_addr, in_w_b))]
                 with m.Else():
-                    rest = dw_left - a.dw_rows
-                    rows = Mux(rest < a.dw_rows, rest, a.dw_rows)[:4]
-                    nxt = bounded_add(dw_strip, dw_strip_step)
-                    m.d.sync += [dw_left.eq(rest), dw_rs.eq(rows), dw_jm1.eq(strip_rows(rows)),
-                                 dw_x.eq(dw_cols_m1), dw_due.eq(a.kw - 1),
-                                 dw_strip.eq(nxt), dw_colb.eq(nxt), dw_addr.eq(nxt)]
-        raise_if(dw_read & (dw_addr.beyond | (dw_addr.low >= hw.inp_depth)), E.SRAM_RANGE)
+                    # The column completes an output column when dw_due is 0; the strip ends with
+                    # the eval column of its last output column.
+                    m.d.sync += [dw_j.eq(0), dw_due.eq(Mux(dw_due == 0, a.stride_x - 1, dw_due - 1))]
+                    with m.If((dw_due != 0) | (dw_ox != 0)):
+                        nxt = bounded_add(dw_colb, Const(1, kb + 1))
+                        m.d.sync += [dw_colb.eq(nxt), dw_addr.eq(nxt)]
+                        with m.If(dw_due == 0):
+                            m.d.sync += dw_ox.eq(dw_ox - 1)
+                    with m.Elif(~dw_more):
+                        m.d.sync += [dw_done.eq(1), rd1_final.eq(1)]
+                    with m.Else():
+                        nxt = bounded_add(dw_strip, dw_strip_step)
+                        m.d.sync += [dw_left.eq(dw_left - a.dw_rows), dw_rs.eq(dw_nrows), dw_jm1.eq(strip_rows(dw_nrows)),
+                                     dw_ox.eq(ow_m1), dw_due.eq(a.kw - 1),
+                                     dw_strip.eq(nxt), dw_colb.eq(nxt), dw_addr.eq(nxt)]
+            raise_if(dw_read & (dw_addr.beyond | (dw_addr.low >= hw.inp_depth)), E.SRAM_RANGE)
 
-        # The word read last cycle: into the loading column, or, completing it, the window shifts.
-        with m.If(rd1_v & ~rd1_last):
-            for j in range(col_words):
-                with m.If(rd1_j == j):
-                    m.d.sync += col_load[j].eq(self.inp.data)
-        with m.If(rd1_v & rd1_last):
-            for j in range(col_words):
-                m.d.sync += [cols[0][j].eq(Mux(rd1_j == j, self.inp.data, col_load[j])),
-                             cols[1][j].eq(cols[0][j]), cols[2][j].eq(cols[1][j])]
+            # The word read last cycle: into the loading column, or, completing it, the window shifts.
+            with m.If(rd1_v & ~rd1_last):
+                for j in range(col_words):
+                    with m.If(rd1_j == j):
+                        m.d.sync += col_load[j].eq(self.inp.data)
+            with m.If(rd1_v & rd1_last):
+                for j in range(col_words):
+                    m.d.sync += [cols[0][j].eq(Mux(rd1_j == j, self.inp.data, col_load[j])),
+                                 cols[1][j].eq(cols[0][j]), cols[2][j].eq(cols[1][j])]
 
-        # Evaluations: output row r of the strip takes window rows r*stride_y + ky. Array input
-        # lane ci = 3*ky + j of output lane co is lane co of column j's word (j = 0 the oldest of
-        # the three columns), so the C x C array's adder tree sums the taps of each channel.
-        m.d.comb += [dw_eval.eq(~error & (ev_left != 0)), dw_ev_final.eq(ev_final & (ev_left == 1))]
-        xw = [Signal(word, name=f"dw_x{t}", reset_less=True) for t in range(n_dw_taps)]
-        with m.If(dw_eval):
-            m.d.sync += [ev_left.eq(ev_left - 1), ev_b.eq(ev_b + a.stride_y), p.eq(p + 1), ev_first.eq(0)]
-            for ky in range(dw_kh):
-                row = (ev_b + ky)[:jb]
-                for jpos in range(ncols):
-                    col = cols[ncols - 1 - jpos]
-                    pick = col[0]
-                    for j in range(1, col_words):
-                        pick = Mux(row == j, col[j], pick)
-                    m.d.sync += xw[ky * ncols + jpos].eq(pick)
-        with m.If(arriving_evals):
-            m.d.sync += [ev_left.eq(rd1_rs), ev_b.eq(0), ev_final.eq(rd1_final)]
-        raise_if(dw_eval & (p >= self.acc_depth), E.SRAM_RANGE)
+            # Evaluations: output row r of the strip takes window rows r*stride_y + ky. Array input
+            # lane ci = 3*ky + j of output lane co is lane co of column j's word (j = 0 the oldest of
+            # the three columns), so the C x C array's adder tree sums the taps of each channel.
+            m.d.comb += [dw_eval.eq(~error & (ev_left != 0)), dw_ev_final.eq(ev_final & (ev_left == 1))]
+            xw += [Signal(word, name=f"dw_x{t}", reset_less=True) for t in range(n_dw_taps)]
+            with m.If(dw_eval):
+                m.d.sync += [ev_left.eq(ev_left - 1), ev_b.eq(ev_b + a.stride_y), p.eq(p + 1), ev_first.eq(0)]
+                for ky in range(dw_kh):
+                    row = (ev_b + ky)[:jb]
+                    for jpos in range(ncols):
+                        col = cols[ncols - 1 - jpos]
+                        pick = col[0]
+                        for j in range(1, col_words):
+                            pick = Mux(row == j, col[j], pick)
+                        m.d.sync += xw[ky * ncols + jpos].eq(pick)
+            with m.If(arriving_evals):
+                m.d.sync += [ev_left.eq(rd1_rs), ev_b.eq(0), ev_final.eq(rd1_final)]
+            raise_if(dw_eval & (p >= self.acc_depth), E.SRAM_RANGE)
 
         m.d.comb += [self.inp.addr.eq(Mux(a.dw, dw_addr.low, addr.low)), self.inp.en.eq(issue | dw_read),
                      self.mac_active.eq(issue | dw_eval)]
