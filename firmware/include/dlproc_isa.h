@@ -130,6 +130,10 @@
 #define DLPROC_CONV_ACC_IN_BITS 1
 #define DLPROC_CONV_ACC_KEEP_OFFSET 220
 #define DLPROC_CONV_ACC_KEEP_BITS 1
+#define DLPROC_CONV_DW_OFFSET 221
+#define DLPROC_CONV_DW_BITS 1
+#define DLPROC_CONV_DW_ROWS_OFFSET 222
+#define DLPROC_CONV_DW_ROWS_BITS 4
 
 /* POOL: Max or average pooling of ``z_size`` channel-block planes (see "Semantics" in ``docs/isa.md``). */
 #define DLPROC_POOL_INP_BASE_OFFSET 8

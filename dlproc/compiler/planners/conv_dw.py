@@ -52,16 +52,29 @@ def depthwise_refusal(geom: Geometry, s: Any) -> str | None:
         return "this processor has no depthwise mode (conv DepthwiseBlockGeneration 'on', C >= 3)"
     if s.dil != (1, 1):
         return f"dilation {s.dil[0]}x{s.dil[1]}: the depthwise mode's window holds adjacent rows and columns"
+    if any(link.kh * link.kw < 2 for link in _cut(geom, s)):
+        return (f"a {s.kh}x{s.kw} kernel cuts into one-tap links on this processor (window "
+                f"{geom.hw.dw_kh}x{isa.DW_WINDOW_COLS}), which the depthwise mode does not run")
     return None
+
+
+def _balanced(n: int, most: int) -> list[tuple[int, int]]:
+    """(start, size) of ceil(n / most) parts of n as equal as possible."""
+    parts = -(-n // most)
+    sizes = [n // parts + (k < n % parts) for k in range(parts)]
+    return [(sum(sizes[:k]), sizes[k]) for k in range(parts)]
+
+
+def _cut(geom: Geometry, s: Any) -> list[DwLink]:
+    return [DwLink(ky0, kh, kx0, kw) for ky0, kh in _balanced(s.kh, geom.hw.dw_kh)
+            for kx0, kw in _balanced(s.kw, isa.DW_WINDOW_COLS)]
 
 
 def depthwise_links(geom: Geometry, s: Any) -> list[DwLink] | None:
     """The kernel's links when the layer runs in the depthwise mode, else None."""
     if not _is_depthwise(s) or s.kh * s.kw == 1 or depthwise_refusal(geom, s) is not None:
         return None
-    rows, cols = geom.hw.dw_kh, isa.DW_WINDOW_COLS
-    return [DwLink(ky0, min(rows, s.kh - ky0), kx0, min(cols, s.kw - kx0))
-            for ky0 in range(0, s.kh, rows) for kx0 in range(0, s.kw, cols)]
+    return _cut(geom, s)
 
 
 def dw_rows(s: Any, links: list[DwLink]) -> int:
