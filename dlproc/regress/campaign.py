@@ -38,8 +38,8 @@ __all__ = ["CampaignSummary", "run_campaign", "FAULT_ENV"]
 
 #: Fault injection for the tests: ``kill:INDEX:FLAGFILE`` makes the worker running case INDEX kill
 #: its own process (SIGKILL, as a crash or an out-of-memory kill would) if FLAGFILE exists,
-#: removing the file first, so the retry of the case runs normally; ``corrupt:INDEX`` flips a bit
-#: of the first weight byte the RTL of case INDEX loads, so the RTL disagrees.
+#: removing the file first, so the retry of the case runs normally; ``corrupt:INDEX`` flips bit 6 of the first 16
+#: weight bytes the RTL of case INDEX loads, so the RTL disagrees.
 FAULT_ENV = "DLPROC_REGRESS_FAULT"
 RESULTS_KIND = "dlproc regress results"
 #: Tasks in flight per worker: enough to keep every worker busy while results stream back.
@@ -86,9 +86,12 @@ def _corrupt_fault(index: int) -> Callable[[Any, Any], None] | None:
         from dlproc.hardware import isa
 
         load = next(i for i in isa.decode_program(cn.instructions) if isinstance(i, isa.Load) and i.buf == isa.Buf.WGT)
-        byte = bytearray(sim.mem_read(load.dram_addr, 1))
-        byte[0] ^= 0x40
-        sim.mem_write(load.dram_addr, bytes(byte))
+        # The first 16 bytes: a depthwise word's unused tap bytes are ignored by the hardware, so one
+        # byte may not matter.
+        data = bytearray(sim.mem_read(load.dram_addr, 16))
+        for k in range(len(data)):
+            data[k] ^= 0x40
+        sim.mem_write(load.dram_addr, bytes(data))
 
     return corrupt
 

@@ -22,6 +22,7 @@ ALTERNATIVES = [
     ("conv", "LRNBlockGeneration", True),
     ("conv", "SegmentationBlockGeneration", False),
     ("conv", "ActivationTableGeneration", True),
+    ("conv", "DepthwiseBlockGeneration", False),
     ("conv", "ConvThreadNumber", 25),
     ("conv", "InputMemorySize", [228, 227, 3]),
     ("conv", "InputMemorySize", [227, 228, 3]),

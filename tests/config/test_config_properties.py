@@ -14,6 +14,7 @@ EXPECTED_DEFAULTS = {
         "LRNBlockGeneration": False,
         "SegmentationBlockGeneration": True,
         "ActivationTableGeneration": False,
+        "DepthwiseBlockGeneration": True,
         "ConvThreadNumber": 16,
         "InputMemorySize": [227, 227, 3],
         "OutputMemorySize": [227, 227, 3],

@@ -74,7 +74,7 @@ from __future__ import annotations
 
 import math
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, memory, wiring
 
 from dlproc.hardware import isa
@@ -113,9 +113,16 @@ def dw_refused(hw: isa.HardwareParams, f: data.View) -> Value:
     """A depthwise CONV this processor cannot run (``isa.Conv._check_depthwise``): ILLEGAL_FIELD."""
     if hw.dw_kh < 1:
         return Const(1)
-    strip = small_mul((f.dw_rows - 1)[:4], f.stride_y) + f.kh
+    # (dw_rows - 1) * stride_y + kh <= DW_COL as a table of the largest dw_rows per (stride_y,
+    # kh < 4): a 5-input lookup and a 4-bit compare instead of a multiply-add chain on the command
+    # path (kh > 3 is refused by kh > dw_kh anyway).
+    limits = [0] * 32
+    for kh in range(1, 4):
+        for sy in range(1, 8):
+            limits[kh << 3 | sy] = min(15, max(0, (isa.DW_COL - kh) // sy + 1))
+    most = Array(Const(v, 4) for v in limits)[Cat(f.stride_y, f.kh[:2])]
     return ((f.cin_blocks != 1) | (f.kw > isa.DW_WINDOW_COLS) | (f.kh > hw.dw_kh) | (f.dil_y != 1) | (f.dil_x != 1)
-            | ((f.kh == 1) & (f.kw == 1)) | (f.dw_rows == 0) | (strip > isa.DW_COL))
+            | ((f.kh == 1) & (f.kw == 1)) | (f.dw_rows == 0) | (f.dw_rows > most))
 
 
 def acc_pipeline_stages(c: int) -> int:
@@ -198,6 +205,10 @@ class ConvEngine(Engine):
                 "acc_keep": Signal(name=f"d{b}_keep", reset_less=True),
                 "dw": Signal(name=f"d{b}_dw", reset_less=True),
                 "dw_rows": Signal(4, name=f"d{b}_dw_rows", reset_less=True),
+                # Written by the depthwise walk when the tile's last evaluation issues: its strips
+                # and the rows of the last one, so that the drain needs no 16-bit arithmetic.
+                "dw_strips": Signal(16, name=f"d{b}_dw_strips", reset_less=True),
+                "dw_last_rows": Signal(4, name=f"d{b}_dw_last_rows", reset_less=True),
                 "tag": Signal(TAG_BITS, name=f"d{b}_tag", reset_less=True),
                 "params": Signal(data.ArrayLayout(REQUANT_LANE, c), name=f"d{b}_params", reset_less=True),
                 "bias": Signal(data.ArrayLayout(signed(32), c), name=f"d{b}_bias", reset_less=True),
@@ -255,6 +266,8 @@ class ConvEngine(Engine):
         issue = Signal()
         dw_go = Signal()  # depthwise: the walk may read this cycle
         dw_started = Signal()
+        dw_nstrips = Signal(16)  # strips of the depthwise tile begun so far
+        dw_rs = Signal(4)  # output rows of the strip being read
         dw_eval = Signal()  # depthwise: an evaluation (one output pixel) enters the array this cycle
         dw_ev_final = Signal()  # ... and it is the tile's last
         last_pixel = last_ox & last_oy
@@ -326,6 +339,10 @@ class ConvEngine(Engine):
                 # A depthwise tile starts reading only when its first evaluation could write ACC,
                 # so that its evaluations never wait (their timing is then fixed by the reads).
                 m.d.comb += dw_go.eq(~error & a.dw & (dw_started | (w_full & tile_gate)))
+                with m.If(dw_eval & dw_ev_final):
+                    for b in range(2):
+                        with m.If(slot == b):
+                            m.d.sync += [descs[b]["dw_strips"].eq(dw_nstrips), descs[b]["dw_last_rows"].eq(dw_rs)]
                 with m.If((issue & final) | (dw_eval & dw_ev_final)):
                     m.d.sync += [slot.eq(~slot), wait_final.eq(1)]
                     with m.If(a.acc_keep):
@@ -430,7 +447,6 @@ class ConvEngine(Engine):
             # (dw_more), its rows (dw_nrows); this keeps the 16-bit compares off the strip-end path.
             dw_more, dw_nrows = Signal(), Signal(4)
             dw_due = Signal(3)  # columns until the next one that completes an output column
-            dw_rs = Signal(4)  # output rows of the strip being read
             dw_left = Signal(16)  # output rows from that strip's first row on
             dw_done = Signal()  # every INP word of the tile has been read
             dw_strip, dw_colb = Signal(bounded, name="dw_strip"), Signal(bounded, name="dw_colb")
@@ -448,11 +464,13 @@ class ConvEngine(Engine):
                 """INP words per column of a strip of ``rows`` output rows, minus 1."""
                 return (small_mul((rows - 1)[:4], a.stride_y) + a.kh - 1)[:jb]
 
-            first_rows = Mux(a.out_h < a.dw_rows, a.out_h, a.dw_rows)[:4]
+            # out_h < dw_rows without a 16-bit carry chain (this sits before strip_rows in SETUP)
+            short = ~a.out_h[4:].any() & (a.out_h[:4] < a.dw_rows)
+            first_rows = Mux(short, a.out_h[:4], a.dw_rows)
             with m.If(in_setup):
                 m.d.sync += [
                     dw_started.eq(0), dw_done.eq(0), dw_j.eq(0), dw_rs.eq(first_rows), dw_jm1.eq(strip_rows(first_rows)),
-                    dw_ox.eq(a.out_w - 1), dw_due.eq(a.kw - 1), dw_left.eq(a.out_h),
+                    dw_ox.eq(a.out_w - 1), dw_due.eq(a.kw - 1), dw_left.eq(a.out_h), dw_nstrips.eq(1),
                     dw_strip.eq(as_bounded(a.inp_base, kb)), dw_colb.eq(as_bounded(a.inp_base, kb)),
                     dw_addr.eq(as_bounded(a.inp_base, kb)),
                     ev_first.eq(1),
@@ -491,6 +509,7 @@ class ConvEngine(Engine):
                     with m.Else():
                         nxt = bounded_add(dw_strip, dw_strip_step)
                         m.d.sync += [dw_left.eq(dw_left - a.dw_rows), dw_rs.eq(dw_nrows), dw_jm1.eq(strip_rows(dw_nrows)),
+                                     dw_nstrips.eq(dw_nstrips + 1),
                                      dw_ox.eq(ow_m1), dw_due.eq(a.kw - 1),
                                      dw_strip.eq(nxt), dw_colb.eq(nxt), dw_addr.eq(nxt)]
             raise_if(dw_read & (dw_addr.beyond | (dw_addr.low >= hw.inp_depth)), E.SRAM_RANGE)
@@ -670,15 +689,18 @@ class ConvEngine(Engine):
         # strip's rows - 1, d_left the output rows from the strip's first on.
         d_dw = Mux(d_slot, descs[1]["dw"], descs[0]["dw"])
         d_rows = Mux(d_slot, descs[1]["dw_rows"], descs[0]["dw_rows"])
+        d_strips = Mux(d_slot, descs[1]["dw_strips"], descs[0]["dw_strips"])
+        d_last_rows = Mux(d_slot, descs[1]["dw_last_rows"], descs[0]["dw_last_rows"])
         d_r, d_rs_m1 = Signal(4), Signal(4)
-        d_left = Signal(16)
-        d_last_dw = (d_ox == d_ow_m1) & (d_r == d_rs_m1) & (d_left <= d_rows)
+        d_sl = Signal(16)  # strips left, the current one included
+        d_is_last = Signal()  # the current strip is the tile's last
+        d_last_dw = (d_ox == d_ow_m1) & (d_r == d_rs_m1) & d_is_last
         d_last = Mux(d_dw, d_last_dw, (d_ox == d_ow_m1) & (d_oy == d_oh_m1)) | d_keep
         with m.If(~drain_reading & full & ~error):
-            oh = Mux(d_slot, descs[1]["out_h_m1"], descs[0]["out_h_m1"]) + 1
+            one = d_strips == 1
             m.d.sync += [
                 drain_reading.eq(1), full.eq(0), d_ox.eq(0), d_oy.eq(0), d_p.eq(0), d_r.eq(0),
-                d_rs_m1.eq(Mux(oh < d_rows, oh, d_rows) - 1), d_left.eq(oh),
+                d_rs_m1.eq(Mux(one, d_last_rows, d_rows) - 1), d_sl.eq(d_strips), d_is_last.eq(one),
                 d_out.eq(Mux(d_slot, descs[1]["out_base"], descs[0]["out_base"])),
                 d_cbase.eq(Mux(d_slot, descs[1]["out_base"], descs[0]["out_base"])),
             ]
@@ -707,8 +729,9 @@ class ConvEngine(Engine):
             with m.Else():
                 # The next strip starts right after this strip's last pixel (a full strip has
                 # dw_rows rows), i.e. at d_out + 1.
-                rest = d_left - d_rows
-                m.d.sync += [d_r.eq(0), d_ox.eq(0), d_left.eq(rest), d_rs_m1.eq(Mux(rest < d_rows, rest, d_rows) - 1),
+                two = d_sl == 2
+                m.d.sync += [d_r.eq(0), d_ox.eq(0), d_sl.eq(d_sl - 1), d_is_last.eq(two),
+                             d_rs_m1.eq(Mux(two, d_last_rows, d_rows) - 1),
                              d_cbase.eq(d_out + 1), d_out.eq(d_out + 1)]
         with m.If(d_issue & d_last):
             m.d.sync += [drain_reading.eq(0), d_slot.eq(~d_slot)]
