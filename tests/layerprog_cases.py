@@ -61,6 +61,23 @@ def random_conv(rng: np.random.Generator, *, max_ch: int = 20, max_hw: int = 20)
     return layer, x
 
 
+def random_depthwise(rng: np.random.Generator, c: int, *, max_hw: int = 16) -> tuple[ConvLayer, np.ndarray]:
+    """A random depthwise layer for a C-lane processor: 2..3C+1 channels (often not a multiple of
+    C), kernels 1..5 per side (never 1x1), strides 1..2, pads below the kernel, ReLU or none."""
+    ch = int(rng.integers(2, 3 * c + 2))
+    kh, kw = (int(v) for v in rng.integers(1, 6, size=2))
+    kh = 3 if kh * kw == 1 else kh
+    stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+    pads = tuple(int(rng.integers(0, min(k, 3))) for k in (kh, kw, kh, kw))
+    h, w_ = int(rng.integers(kh, max_hw)), int(rng.integers(kw, max_hw))
+    x = rng.integers(-128, 128, (ch, h, w_), dtype=np.int8)
+    w = rng.integers(-128, 128, (ch, 1, kh, kw), dtype=np.int8)
+    layer = ConvLayer(w, rng.integers(-3000, 3000, ch).astype(np.int32), rng.integers(1 << 12, 1 << 15, ch),
+                      rng.integers(12, 17, ch), zp_in=int(rng.integers(-5, 6)), zp_out=int(rng.integers(-9, 9)),
+                      act_min=int(rng.choice([-128, 0])), stride=stride, pads=pads, groups=ch)
+    return layer, x
+
+
 def conv_reference(layer: ConvLayer, x: np.ndarray) -> np.ndarray:
     acc = ops.conv2d(x[None], layer.weight, layer.bias, layer.stride, layer.pads, layer.dilation, layer.groups,
                      layer.zp_in)[0]

@@ -20,7 +20,7 @@ from dlproc.compiler.planners.conv import conv_shape
 from dlproc.compiler.planners.conv_dw import depthwise_links
 from dlproc.targets.isasim import run_on_isasim
 
-from layerprog_cases import conv_reference, random_conv, small_config
+from layerprog_cases import conv_reference, random_conv, random_depthwise, small_config
 
 CONFIGS = {
     "c4": small_config(4),
@@ -105,18 +105,7 @@ def test_random_depthwise_in_the_depthwise_mode(name, seed):
     as partial-sum chains of links, bit-exact with the golden model on every schedule."""
     cfg = CONFIGS[name]
     geom = Geometry.from_config(cfg)
-    rng = np.random.default_rng(77 + 13 * seed + len(name))
-    ch = int(rng.integers(2, 3 * geom.c + 2))
-    kh, kw = (int(v) for v in rng.integers(1, 6, size=2))
-    kh = 3 if kh * kw == 1 else kh
-    stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
-    pads = tuple(int(rng.integers(0, min(k, 3))) for k in (kh, kw, kh, kw))
-    h, w_ = int(rng.integers(kh, 16)), int(rng.integers(kw, 16))
-    x = rng.integers(-128, 128, (ch, h, w_), dtype=np.int8)
-    w = rng.integers(-128, 128, (ch, 1, kh, kw), dtype=np.int8)
-    layer = ConvLayer(w, rng.integers(-3000, 3000, ch).astype(np.int32), rng.integers(1 << 12, 1 << 15, ch),
-                      rng.integers(12, 17, ch), zp_in=int(rng.integers(-5, 6)), zp_out=int(rng.integers(-9, 9)),
-                      act_min=-128 if seed % 2 else 0, stride=stride, pads=pads, groups=ch)
+    layer, x = random_depthwise(np.random.default_rng(77 + 13 * seed + len(name)), geom.c)
     prog, _ = check(cfg, layer, x)
     convs = [i for i in prog.instructions if isinstance(i, isa.Conv)]
     if "one-tap links" in prog.plan.note:  # e.g. a 3x1 kernel where the window has one row

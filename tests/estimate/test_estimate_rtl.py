@@ -15,7 +15,7 @@ from dlproc.estimate import estimate_compiled, simulate_program
 from dlproc.estimate.performance import synthetic_quantize
 from dlproc.compiler.layerprog import ConvLayer, PoolLayer, build_conv_program, build_pool_program
 
-from layerprog_cases import random_conv, random_pool, small_config
+from layerprog_cases import random_conv, random_depthwise, random_pool, small_config
 
 pytestmark = pytest.mark.slow
 
@@ -47,6 +47,15 @@ def _programs():
     for name, args in {"3x3_8to8_16x16": (8, 8, 16, 16, 3), "1x1_16to32_12x12": (16, 32, 12, 12, 1),
                        "3x3s2_8to16_21x21": (8, 16, 21, 21, 3, 2), "7x7s2_3to8_30x30": (3, 8, 30, 30, 7, 2)}.items():
         progs[name] = build_conv_program(CFG, *_conv(*args))
+    # Depthwise layers in the conv engine's depthwise mode (chains of 1 x kw links on C = 4).
+    for seed in (0, 1, 6):
+        layer, x = random_depthwise(np.random.default_rng(900 + seed), CFG.conv_c, max_hw=14)
+        progs[f"depthwise{seed}"] = build_conv_program(CFG, layer, x)
+    rng = np.random.default_rng(8)
+    x = rng.integers(-128, 128, (12, 28, 28), dtype=np.int8)
+    dw = ConvLayer(rng.integers(-128, 128, (12, 1, 3, 3), dtype=np.int8), rng.integers(-999, 999, 12).astype(np.int32),
+                   rng.integers(1, 1 << 15, 12), rng.integers(14, 20, 12), pads=1, groups=12)
+    progs["dw3x3_12ch_28x28"] = build_conv_program(CFG, dw, x)
     for kind in ("max", "avg", "global_avg"):
         layer, x = random_pool(np.random.default_rng(77), kind, max_ch=9, max_hw=14)
         progs[f"pool_{kind}"] = build_pool_program(CFG, layer, x)

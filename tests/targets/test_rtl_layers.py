@@ -15,7 +15,7 @@ from dlproc.targets.isasim import IsaSimError, Machine
 from dlproc.compiler.layerprog import ConvLayer, build_conv_program, build_pool_program
 from dlproc.targets.isasim import run_on_isasim
 
-from layerprog_cases import conv_reference, pool_reference, random_conv, random_pool, small_config
+from layerprog_cases import conv_reference, pool_reference, random_conv, random_depthwise, random_pool, small_config
 
 pytestmark = pytest.mark.slow
 
@@ -45,6 +45,19 @@ def test_random_conv_rtl_matches_isasim_and_golden(sim, seed):
     np.testing.assert_array_equal(isa_out, conv_reference(layer, x))
     np.testing.assert_array_equal(out, isa_out)
     assert res.hw_cycles > 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_depthwise_rtl_matches_isasim_and_golden(sim, seed):
+    """Random depthwise layers in the conv engine's depthwise mode (on C = 4 the window is one row of
+    three taps, so most kernels run as partial-sum chains of links): RTL = ISA simulator = golden."""
+    layer, x = random_depthwise(np.random.default_rng(900 + seed), CFG.conv_c, max_hw=14)
+    prog = build_conv_program(CFG, layer, x)
+    out, isa_out, res = run_both(sim, prog)
+    np.testing.assert_array_equal(isa_out, conv_reference(layer, x))
+    np.testing.assert_array_equal(out, isa_out)
+    assert prog.plan.note.startswith("depthwise mode"), prog.plan.note
+    assert all(i.dw for i in prog.instructions if isinstance(i, isa.Conv))
 
 
 def test_multi_tile_conv_with_streamed_weights_on_rtl(sim):
