@@ -58,7 +58,7 @@ from dlproc.hardware.gateware.softmax import SoftmaxEngine
 from dlproc.hardware.gateware.upsample import UpsampleEngine
 
 __all__ = [
-    "ENGINES", "EngineBench", "EngineBenches", "bench_verilog", "benches_verilog", "bench_env", "hw_from_env",
+    "ENGINES", "EngineBench", "EngineBenches", "engine_of", "bench_verilog", "benches_verilog", "bench_env", "hw_from_env",
     "BlockBench", "OutWrite", "pack_inp", "pack_wgt", "pack_prm", "plane_words", "random_cuts", "unpack_out",
     "insn_word", "check_writes", "check_period", "push_tag", "corrupt_one", "expect_mismatch", "MISMATCH",
     "HW_ENV", "SEED_ENV", "PREFIX_ENV", "CASES_ENV", "FIRST_CASE_ENV",
@@ -156,6 +156,11 @@ class EngineBench(wiring.Component):
         return m
 
 
+def engine_of(bench_name: str) -> str:
+    """The engine kind of an :class:`EngineBenches` bench name (``conv_dw`` -> ``conv``)."""
+    return bench_name.partition("_")[0]
+
+
 class EngineBenches(wiring.Component):
     """Several :class:`EngineBench` side by side in one top level, sharing only clock and reset.
 
@@ -164,17 +169,21 @@ class EngineBenches(wiring.Component):
     engine benches out of *one* Verilator build: the C++ compile of the Verilator and VPI runtime
     (about 18 s of each build on the shared machine) is then paid once, not once per engine. The
     benches are independent; a test drives one of them and leaves the others idle.
+
+    A bench's name is its engine's kind, or ``<kind>_<variant>`` for a second bench of the same
+    engine with other hardware parameters (``conv_dw``: the conv engine at C = 9, whose depthwise
+    window has three rows); its ports are then prefixed with ``<kind>_<variant>__``.
     """
 
     def __init__(self, specs: dict[str, tuple[isa.HardwareParams, int]]) -> None:
-        self.benches = {kind: EngineBench(kind, hw, acc) for kind, (hw, acc) in specs.items()}
-        super().__init__({kind: Out(b.signature) for kind, b in self.benches.items()})
+        self.benches = {name: EngineBench(engine_of(name), hw, acc) for name, (hw, acc) in specs.items()}
+        super().__init__({name: Out(b.signature) for name, b in self.benches.items()})
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        for kind, bench in self.benches.items():
-            m.submodules[kind] = bench
-            wiring.connect(m, wiring.flipped(getattr(self, kind)), bench)
+        for name, bench in self.benches.items():
+            m.submodules[name] = bench
+            wiring.connect(m, wiring.flipped(getattr(self, name)), bench)
         return m
 
 

@@ -1,7 +1,7 @@
 """cocotb benches of the compute engines at block level (Verilator), against dlproc.targets.golden.ops.
 
 One bench per engine (``dlproc.sim.cocotb.benches.EngineBench``: the engine, the buffers it reads
-with their write ports exposed, the output stage, the compute unit's instruction decode), all six
+with their write ports exposed, the output stage, the compute unit's instruction decode), seven of them
 side by side in one top level (``EngineBenches``) so that a single Verilator build serves them,
 with tiny hardware parameters so that the build stays short. Each run checks many
 constrained-random layers (see the docstrings of ``sim/cocotb/test_<engine>.py``) plus one case
@@ -31,6 +31,8 @@ def _hw(c: int, inp: int, prm: int, **flags: bool) -> isa.HardwareParams:
 # engine -> (hardware parameters, accumulator depth, cocotb test name)
 BENCHES = {
     "conv": (_hw(4, 1024, 8, wgt=True), 64, "random_layers_match_golden_conv2d"),
+    # The depthwise mode at C = 9: a window of three rows (dw_kh = 3), so 3x3 kernels in one CONV.
+    "conv_dw": (_hw(9, 1024, 8, wgt=True), 64, "random_depthwise_match_golden_conv2d"),
     "pool": (_hw(2, 1024, 8), 64, "random_layers_match_golden_pool"),
     "add": (_hw(4, 512, 2, adder=True, multiply=True), 128, "random_adds_match_golden_add"),
     "upsample": (_hw(2, 512, 2, upsample=True), 128, "random_layers_match_golden_upsample"),
@@ -41,7 +43,7 @@ BENCHES = {
 
 @pytest.fixture(scope="module")
 def top() -> tuple[str, str]:
-    """All six engine benches in one top level: one Verilator build (the runtime is compiled once)."""
+    """All engine benches in one top level: one Verilator build (the runtime is compiled once)."""
     return benches_verilog({kind: (hw, acc) for kind, (hw, acc, _) in BENCHES.items()})
 
 
