@@ -447,6 +447,10 @@ FIELDS: dict[Opcode, tuple[Field, ...]] = {
                         "dilation 1"),
         _f("dw_rows", 4, doc="depthwise: output rows evaluated per strip (1..15; (dw_rows - 1) * stride_y + kh "
                              "<= DW_COL)"),
+        _f("to_inp", 1, doc="1: write the results to INP (words out_base + oy*out_w + ox) instead of OUT, for a "
+                            "later CONV to read (layer fusion, see \"Results to INP\")"),
+        _f("wait_writes", 1, doc="1: start only when every earlier CONV's results are written (a CONV that reads "
+                                 "INP words an earlier to_inp CONV writes)"),
     ),
     Opcode.POOL: (
         _sram("inp_base", "INP word of pixel (0,0) of plane 0"),
@@ -735,7 +739,11 @@ class Conv(Instruction):
         self._check_sram(hw, "INP", "inp_base", self.inp_base, last_inp - self.inp_base + 1)
         self._check_sram(hw, "WGT", "wgt_base", self.wgt_base, self.wgt_words())
         self._check_sram(hw, "PRM", "prm_base", self.prm_base, 1)
-        self._check_sram(hw, "OUT", "out_base", self.out_base, self.out_h * self.out_w)
+        self._check_sram(hw, "INP" if self.to_inp else "OUT", "out_base", self.out_base, self.out_h * self.out_w)
+
+    def result_buffer(self) -> str:
+        """The buffer the CONV's results go to: "INP" (to_inp) or "OUT"."""
+        return "INP" if self.to_inp else "OUT"
 
     def wgt_words(self) -> int:
         """WGT words the CONV reads: one per tap, or one in depthwise mode."""

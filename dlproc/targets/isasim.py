@@ -42,6 +42,7 @@ __all__ = [
     "RunResult",
     "IsaSimError",
     "IllegalOpcodeError",
+    "WriteHazardError",
     "RanOffEndError",
     "DmaWindowError",
     "SramRangeError",
@@ -121,6 +122,17 @@ class IllegalFieldError(IsaSimError):
 
 class TokenOverflowError(IsaSimError):
     code = isa.ErrorCode.TOKEN_OVERFLOW
+
+
+class WriteHazardError(SimulationError):
+    """A program reads INP words that an earlier CONV with ``to_inp`` writes, with no CONV with
+    ``wait_writes`` in between: on the processor the read may see the words before or after the
+    conv engine's drain writes them. Not a STATUS error (the hardware cannot see it); a bug of the
+    program, which the compiler's hazard checker refuses too."""
+
+    def __init__(self, message: str, *, insn_index: int | None = None):
+        self.insn_index = insn_index
+        super().__init__(f"instruction {insn_index}: {message}" if insn_index is not None else message)
 
 
 class BlockAbsentError(IsaSimError):
@@ -211,6 +223,9 @@ class Machine:
         self.wgt = np.zeros((self.hw.wgt_depth, c, c), dtype=np.int8)  # [word][co][ci]
         self.prm = np.zeros((self.hw.prm_depth, 9 * c), dtype=np.uint8)
         self.out = np.zeros((self.hw.out_depth, c), dtype=np.int8)
+        # INP words written by a CONV with to_inp since the last CONV with wait_writes: reading one
+        # before that wait is a race on the processor (WriteHazardError).
+        self.inp_pending = np.zeros(self.hw.inp_depth, dtype=bool)
         # The LRN block's multiplier table (LRNTAB writes it; its reset contents are zero).
         self.lrn_mult = np.zeros(LRN_TABLE_SIZE, dtype=np.int64)
         self.lrn_shift = np.zeros(LRN_TABLE_SIZE, dtype=np.int64)
@@ -540,6 +555,8 @@ class _Run:
         n_taps = insn.cin_blocks * insn.kh * insn.kw
         if insn.dw:
             self._check_depthwise(insn, index)
+        if insn.wait_writes:
+            self.m.inp_pending[:] = False
         self._check_sram("WGT", insn.wgt_base, insn.wgt_words(), hw.wgt_depth, "CONV weights", index)
         self._check_sram("PRM", insn.prm_base, 1, hw.prm_depth, "CONV parameters", index)
         pixels = insn.out_h * insn.out_w
@@ -555,8 +572,9 @@ class _Run:
                 f"{what} (acc_in continues the sums of the CONV just before, which must have acc_keep = 1, the same "
                 "out_h x out_w and the same dw / dw_rows)",
                 insn_index=index)
-        if not insn.acc_keep:  # a held tile is never drained, so its OUT words are not checked
-            self._check_sram("OUT", insn.out_base, pixels, hw.out_depth, "CONV output", index)
+        if not insn.acc_keep:  # a held tile is never drained, so its result words are not checked
+            depth = hw.inp_depth if insn.to_inp else hw.out_depth
+            self._check_sram(insn.result_buffer(), insn.out_base, pixels, depth, "CONV output", index)
         bias, mult, mneg, shift = self._params(insn.prm_base, "CONV", index)
 
         # Gather every tap of every pixel as X[p, (cb, ky, kx), ci] -- the WGT word order -- and
@@ -567,6 +585,7 @@ class _Run:
         cb = np.arange(insn.cin_blocks, dtype=np.int64)[:, None, None] * insn.in_plane
         taps = (cb + (ky + kx)[None]).reshape(-1)
         idx = insn.inp_base + self._pixel_offsets(insn)[:, None] + taps[None, :]
+        self._check_written(idx, "CONV", index)
         start = held[1] if insn.acc_in else bias[None, :]
         if insn.dw:
             # Lane c of every pixel: sum over the taps of INP lane c times the tap's byte of lane c
@@ -587,7 +606,21 @@ class _Run:
             return
         out = requantize(acc, mult[None, :], shift[None, :], insn.zp_out, insn.act_min, insn.act_max,
                          mneg[None, :])
-        self.m.out[insn.out_base:insn.out_base + pixels] = self._tabled(insn, out)
+        if insn.to_inp:
+            self.m.inp[insn.out_base:insn.out_base + pixels] = self._tabled(insn, out)
+            self.m.inp_pending[insn.out_base:insn.out_base + pixels] = True
+        else:
+            self.m.out[insn.out_base:insn.out_base + pixels] = self._tabled(insn, out)
+
+    def _check_written(self, words: np.ndarray, what: str, index: int) -> None:
+        """Refuse a read of INP words whose to_inp writes no wait_writes has waited for."""
+        pending = self.m.inp_pending[np.asarray(words).reshape(-1)]
+        if pending.any():
+            first = int(np.asarray(words).reshape(-1)[int(np.argmax(pending))])
+            raise WriteHazardError(
+                f"{what} reads INP word {first}, which an earlier CONV with to_inp writes, and no CONV with "
+                "wait_writes = 1 waited for that write (set wait_writes on the first CONV that reads it)",
+                insn_index=index)
 
     def _exec_pool(self, insn: isa.Pool, index: int) -> None:
         hw = self.hw
@@ -602,6 +635,7 @@ class _Run:
         taps = (np.arange(insn.kh, dtype=np.int64)[:, None] * insn.in_w
                 + np.arange(insn.kw, dtype=np.int64)[None, :]).reshape(-1)
         offsets = self._pixel_offsets(insn)[:, None] + taps[None, :]
+        self._check_written(insn.inp_base + np.arange(last - insn.inp_base + 1), "POOL", index)
         for z in range(insn.z_size):
             win = self.m.inp[insn.inp_base + z * insn.in_plane + offsets]  # (pixels, taps, C)
             if avg:
@@ -626,6 +660,7 @@ class _Run:
         self._check_sram("OUT", insn.out_base, n, hw.out_depth, "ADD output", index)
         xa = self.m.inp[insn.inp_a:insn.inp_a + n].astype(np.int64) - insn.za
         rows = np.arange(n) if insn.b_repeat == 0 else np.arange(n) // insn.b_repeat
+        self._check_written(np.r_[insn.inp_a:insn.inp_a + n, insn.inp_b + rows], "ADD", index)
         xb = self.m.inp[insn.inp_b + rows].astype(np.int64) - insn.zb
         if insn.mul:
             out = requantize(xa * xb, insn.ma, insn.shift, insn.zp_out, insn.act_min, insn.act_max)

@@ -134,6 +134,10 @@
 #define DLPROC_CONV_DW_BITS 1
 #define DLPROC_CONV_DW_ROWS_OFFSET 222
 #define DLPROC_CONV_DW_ROWS_BITS 4
+#define DLPROC_CONV_TO_INP_OFFSET 226
+#define DLPROC_CONV_TO_INP_BITS 1
+#define DLPROC_CONV_WAIT_WRITES_OFFSET 227
+#define DLPROC_CONV_WAIT_WRITES_BITS 1
 
 /* POOL: Max or average pooling of ``z_size`` channel-block planes (see "Semantics" in ``docs/isa.md``). */
 #define DLPROC_POOL_INP_BASE_OFFSET 8

@@ -177,6 +177,8 @@ class _Bench(Elaboratable):
             m.d.comb += [rp.addr.eq(port.addr), rp.en.eq(port.en), port.data.eq(rp.data)]
         wp = self.out_mem.write_port(granularity=8)  # one enable per lane, as the OUT buffer
         m.d.comb += [wp.addr.eq(dut.out.addr), wp.en.eq(dut.out.en), wp.data.eq(dut.out.data)]
+        iw = self.inp_mem.write_port()  # CONV.to_inp results (no load unit in this bench)
+        m.d.comb += [iw.addr.eq(dut.inp_w.addr), iw.en.eq(dut.inp_w.en), iw.data.eq(dut.inp_w.data)]
         m.d.comb += [dut.tok_l2c_valid.eq(self.l2c != 0), dut.tok_s2c_valid.eq(self.s2c != 0)]
         m.d.sync += [
             self.l2c.eq(self.l2c + self.give_l2c - dut.tok_l2c_pop),
@@ -204,6 +206,7 @@ class RunResult:
     mac_cycles: int
     fc_mac_cycles: int = 0
     tokens_left: tuple[int, int] = (0, 0)
+    inp: np.ndarray | None = None  # [D_inp, C] int8 at the end (CONV.to_inp writes it)
     events: list = field(default_factory=list)
 
 
@@ -238,6 +241,10 @@ def run_program(hw: isa.HardwareParams, buf: Buffers, insns: list, *, acc_depth:
                 break
             if ctx.get(dut.out.en):
                 state["events"].append((cycle, "write", int(ctx.get(dut.out.addr))))
+            if ctx.get(dut.inp_w.en):
+                state["events"].append((cycle, "inp_write", int(ctx.get(dut.inp_w.addr))))
+            if ctx.get(dut.inp.en):
+                state["events"].append((cycle, "inp_read", int(ctx.get(dut.inp.addr))))
             for port, name in ((dut.tok_c2l_push, "push_prev"), (dut.tok_c2s_push, "push_next"),
                                (dut.tok_l2c_pop, "pop_prev"), (dut.tok_s2c_pop, "pop_next")):
                 if ctx.get(port):
@@ -254,6 +261,8 @@ def run_program(hw: isa.HardwareParams, buf: Buffers, insns: list, *, acc_depth:
         state["error_code"] = int(ctx.get(dut.error_code)) if ctx.get(dut.error) else 0
         state["out"] = np.array([_unpack_out(ctx.get(bench.out_mem.data[k]), hw.c)
                                  for k in range(hw.out_depth)])
+        state["inp"] = np.array([_unpack_out(ctx.get(bench.inp_mem.data[k]), hw.c)
+                                 for k in range(hw.inp_depth)])
         for name in ("c2l_pushes", "c2s_pushes", "busy_cycles", "stall_cycles", "mac_cycles", "fc_mac_cycles"):
             state[name] = int(ctx.get(getattr(bench, name)))
         state["tokens_left"] = (int(ctx.get(bench.l2c)), int(ctx.get(bench.s2c)))

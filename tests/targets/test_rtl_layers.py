@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dlproc.hardware import isa
+from dlproc.hardware.geometry import Geometry
 from dlproc.targets.isasim import IsaSimError, Machine
 from dlproc.compiler.layerprog import ConvLayer, build_conv_program, build_pool_program
 from dlproc.targets.isasim import run_on_isasim
@@ -168,3 +169,82 @@ def test_layer_program_outside_window_stops_with_dma_error(sim):
     sim.mem_write(prog.dram_base, prog.image)
     res = sim.run_program(prog.insn_base, prog.insn_count, *window, max_cycles=200_000)
     assert res.error_code == isa.ErrorCode.DMA_LOAD
+
+
+def fused_program(seed: int) -> tuple[list[isa.Instruction], bytes, tuple[int, int]]:
+    """Depthwise CONVs with results to INP feeding a pointwise CONV (wait_writes), while a second,
+    long LOAD writes other INP words (the load unit yields INP's write port to the conv drain) for
+    a dense CONV after them; both results are stored. Returns the program, the DRAM image at 0
+    and the (address, bytes) of the outputs."""
+    rng = np.random.default_rng(seed)
+    c, geom = CFG.conv_c, Geometry.from_config(CFG)
+    pitch = geom.pitch("OUT")
+    oh, ow = 6, 7
+    in_h, in_w = oh, ow + 2  # depthwise 1x3 (C = 4: a one-row window), no vertical halo
+    px = oh * ow
+    blocks = 2
+    dw_in, big = 0x0000, 0x4000  # DRAM: depthwise input, the second LOAD's tensor
+    wgt, prm, out = 0x20000, 0x30000, 0x40000
+    image = bytearray(0x50000)
+    image[:0x20000] = rng.integers(0, 256, 0x20000, dtype=np.uint8).tobytes()
+    wgt_words = blocks + 2 * blocks + 9  # depthwise (one per block), pointwise (2 output blocks), dense 3x3
+    wp = geom.pitch("WGT")
+    image[wgt:wgt + wgt_words * wp] = rng.integers(-128, 128, wgt_words * wp, dtype=np.int8).tobytes()
+    lanes = np.zeros((8, c), dtype=[("b", "<i4"), ("m", "<u2"), ("n", "<u2"), ("s", "u1")])
+    lanes["b"], lanes["m"] = rng.integers(-3000, 3000, (8, c)), rng.integers(1 << 13, 1 << 15, (8, c))
+    lanes["n"], lanes["s"] = lanes["m"], rng.integers(19, 23, (8, c))
+    for k in range(8):
+        image[prm + k * geom.pitch("PRM"):prm + k * geom.pitch("PRM") + 9 * c] = lanes[k].tobytes()
+    F = 300  # INP words of the fused tile (away from both LOADs' words)
+    big_h, big_w = 12, 12
+    prog = [
+        isa.Load(buf=isa.Buf.WGT, dram_addr=wgt, x_size=wgt_words),
+        isa.Load(buf=isa.Buf.PRM, dram_addr=prm, x_size=8),
+        isa.Load(buf=isa.Buf.INP, sram_base=0, dram_addr=dw_in, x_size=in_w, y_size=in_h, z_size=blocks,
+                 y_stride=in_w, z_stride=in_w * in_h, push_next=True),
+        isa.Load(buf=isa.Buf.INP, sram_base=120, dram_addr=big, x_size=big_w, y_size=big_h, y_stride=big_w,
+                 z_stride=big_w * big_h, push_next=True),
+    ]
+    for b in range(blocks):
+        prog.append(isa.Conv(inp_base=b * in_w * in_h, wgt_base=b, prm_base=b, out_base=F + b * px, in_w=in_w,
+                             in_plane=in_w * in_h, out_h=oh, out_w=ow, kh=1, kw=3, dw=1, dw_rows=int(rng.integers(1, 8)),
+                             act_min=0, to_inp=1, pop_prev=b == 0))
+    for ob in range(2):
+        prog.append(isa.Conv(inp_base=F, wgt_base=blocks + ob * blocks, prm_base=2 + ob, out_base=ob * px, in_w=ow,
+                             in_plane=px, out_h=oh, out_w=ow, kh=1, kw=1, cin_blocks=blocks, wait_writes=ob == 0,
+                             push_next=ob == 1))
+    dense_at = 2 * px
+    prog.append(isa.Conv(inp_base=120, wgt_base=3 * blocks, prm_base=4, out_base=dense_at, in_w=big_w,
+                         in_plane=big_w * big_h, out_h=big_h - 2, out_w=big_w - 2, kh=3, kw=3, pop_prev=True,
+                         push_next=True))
+    prog += [
+        isa.Store(sram_base=0, dram_addr=out, x_size=2 * px, pop_prev=True),
+        isa.Store(sram_base=dense_at, dram_addr=out + 2 * px * pitch, x_size=(big_h - 2) * (big_w - 2), pop_prev=True),
+        isa.Finish(),
+    ]
+    return prog, bytes(image), (out, (2 * px + (big_h - 2) * (big_w - 2)) * pitch)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_results_to_inp_while_a_load_writes_inp_on_rtl(sim, seed):
+    """CONV.to_inp on the whole processor: the conv drain and the load unit share INP's write
+    port (the load yields); the fused depthwise -> pointwise results and the dense conv over the
+    concurrently loaded words are bit-exact with the ISA simulator."""
+    prog, image, (out, n) = fused_program(seed)
+    insn_base, window = 0x60000, (0, 0x80000)
+    for insn in prog:
+        insn.validate(CFG_HW)
+    code = isa.encode_program(prog)
+    m = Machine(CFG, dram_size=1 << 20)
+    m.mem_write(0, image)
+    m.run(code, insn_base=insn_base, count=len(prog), dma_base=window[0], dma_limit=window[1])
+    sim.mem_write(0, image)
+    sim.mem_write(insn_base, code)
+    res = sim.run_program(insn_base, len(prog), *window, max_cycles=2_000_000)
+    assert res.error_code == 0
+    want = m.mem_read(out, n)
+    assert sim.mem_read(out, n) == want
+    assert len(set(want)) > 50  # not a constant region
+
+
+CFG_HW = isa.HardwareParams.from_config(CFG)

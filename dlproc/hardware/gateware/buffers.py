@@ -10,11 +10,14 @@ Who uses which port:
 =======  ======================  ==========================
 buffer   write port              read port
 =======  ======================  ==========================
-INP      load unit               compute unit (conv, pool)
+INP      load unit; compute unit  compute unit (conv, pool)
 WGT      load unit               compute unit
 PRM      load unit               compute unit
 OUT      compute unit            store unit
 =======  ======================  ==========================
+
+INP's write port has two writers: the results of a CONV with ``to_inp`` (compute unit, first) and
+the load unit, which waits a cycle when the compute unit writes (``DlprocTop`` muxes them).
 
 Word layouts (the contract's byte layouts; byte ``k`` of a word is bits ``8k..8k+7``, which is
 also byte ``k`` of the element in DRAM):

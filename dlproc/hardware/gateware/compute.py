@@ -61,7 +61,8 @@ from dlproc.hardware import isa
 
 from dlproc.hardware.gateware.act_table import ActTableEngine
 from dlproc.hardware.gateware.lrn import LrnEngine
-from dlproc.hardware.gateware.engine import buffer_addr_bits, inp_word_layout, read_port, wgt_word_layout
+from dlproc.hardware.gateware.engine import (TAG_TO_INP, buffer_addr_bits, inp_word_layout, read_port,
+                                             result_addr_bits, wgt_word_layout)
 from dlproc.hardware.gateware.conv import CONV_CMD_LAYOUT, ConvEngine
 from dlproc.hardware.gateware.add import AddEngine
 from dlproc.hardware.gateware.fc import FcEngine
@@ -124,6 +125,9 @@ class ComputeUnit(wiring.Component):
             "prm": Out(read_port(self.prm_bits, prm_word_layout(self.c))),
             "out": Out(memory.WritePort.Signature(addr_width=self.out_bits, shape=out_word_layout(self.c),
                                                   granularity=1).flip()),
+            # Results of a CONV with to_inp: the buffers give these writes priority over the load
+            # unit's (which waits a cycle), see ``Buffers``/``DlprocTop``.
+            "inp_w": Out(memory.WritePort.Signature(addr_width=self.inp_bits, shape=inp_word_layout(self.c)).flip()),
             "tok_l2c_valid": In(1),
             "tok_l2c_pop": Out(1),
             "tok_s2c_valid": In(1),
@@ -143,7 +147,7 @@ class ComputeUnit(wiring.Component):
         m = Module()
         m.submodules.conv = conv = ConvEngine(self.hw, self.acc_depth)
         m.submodules.pool = pool = PoolEngine(self.hw, self.acc_depth)
-        m.submodules.ostage = ostage = OutputStage(self.c, self.out_bits, conv.ost.tag.shape().width,
+        m.submodules.ostage = ostage = OutputStage(self.c, result_addr_bits(self.hw), conv.ost.tag.shape().width,
                                                    table=self.hw.act_table)
         # Optional blocks exist only when the configuration enables them; an absent block's
         # opcode stops the unit with BLOCK_ABSENT (see the sequencer).
@@ -222,12 +226,17 @@ class ComputeUnit(wiring.Component):
             for eng in serial:
                 value = Mux(eng.ost.valid, Value.cast(getattr(eng.ost, name)), value)
             m.d.comb += getattr(ostage.i, name).eq(value)
+        # Item tag: bit 0 last word, then the command's tag (push_prev, push_next, to_inp).
+        to_inp = ostage.o.tag[1 + TAG_TO_INP]
         m.d.comb += [
-            self.out.addr.eq(ostage.o.addr),
+            self.out.addr.eq(ostage.o.addr[:self.out_bits]),
             self.out.data.eq(ostage.o.data),
             # One enable per lane: the lanes an item keeps (``keep``, set only by an FC whose
-            # outputs start inside a word) are left as they are.
-            self.out.en.eq(Mux(ostage.o.valid, ~ostage.o.keep, 0)),
+            # outputs start inside a word, and by a held tile's one item) are left as they are.
+            self.out.en.eq(Mux(ostage.o.valid & ~to_inp, ~ostage.o.keep, 0)),
+            self.inp_w.addr.eq(ostage.o.addr[:self.inp_bits]),
+            self.inp_w.data.eq(ostage.o.data),
+            self.inp_w.en.eq(ostage.o.valid & to_inp & (ostage.o.keep == 0)),
         ]
 
         # ---------------------------------------------------------------- completion, tokens
@@ -270,7 +279,7 @@ class ComputeUnit(wiring.Component):
         m.d.comb += [getattr(conv.cmd.payload, n).eq(getattr(ir.conv, n)) for n in conv_fields]
         m.d.comb += [getattr(pool.cmd.payload, n).eq(getattr(ir.pool, n)) for n in pool_fields]
         m.d.comb += [
-            conv.cmd.payload.tag.eq(hdr.push_prev | (hdr.push_next << 1)),
+            conv.cmd.payload.tag.eq(Cat(hdr.push_prev, hdr.push_next, ir.conv.to_inp)),
             pool.cmd.payload.tag.eq(hdr.push_prev | (hdr.push_next << 1)),
         ]
         for op, (eng, cmd) in extra.items():
@@ -295,7 +304,9 @@ class ComputeUnit(wiring.Component):
             with m.State("EXEC"):
                 with m.Switch(hdr.opcode):
                     with m.Case(isa.Opcode.CONV):
-                        m.d.comb += conv.cmd.valid.eq(~serial_busy & ~error)
+                        # wait_writes: every earlier CONV's last item is written (inflight counts
+                        # dispatched instructions whose last word is not yet in its buffer).
+                        m.d.comb += conv.cmd.valid.eq(~serial_busy & ~error & (~ir.conv.wait_writes | (inflight == 0)))
                         with m.If(conv.cmd.valid & conv.cmd.ready):
                             m.d.comb += dispatched.eq(1)
                             m.next = "FETCH"

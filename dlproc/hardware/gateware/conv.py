@@ -80,7 +80,7 @@ from amaranth.lib import data, memory, wiring
 from dlproc.hardware import isa
 
 from dlproc.hardware.gateware.engine import (TAG_BITS, Engine, EngineCommand, as_bounded, bounded_add,
-                                             inp_word_layout, table_refused, wgt_word_layout)
+                                             TAG_TO_INP, inp_word_layout, table_refused, wgt_word_layout)
 from dlproc.hardware.gateware.output_stage import (
     REQUANT_LANE,
     requant_params_ok,
@@ -706,11 +706,14 @@ class ConvEngine(Engine):
             ]
         d_issue = Signal()
         m.d.comb += [d_issue.eq(drain_reading & ~error), drain_rd_addr.eq(d_p)]
-        d_oob = (d_out >= hw.out_depth) & ~d_keep
+        # A CONV with to_inp (tag bit TAG_TO_INP) writes INP, whose depth bounds its words instead;
+        # both compares are against constants, side by side, so the flag adds one mux level.
+        d_to_inp = Mux(d_slot, descs[1]["tag"][TAG_TO_INP], descs[0]["tag"][TAG_TO_INP])
+        d_oob = Mux(d_to_inp, d_out >= hw.inp_depth, d_out >= hw.out_depth) & ~d_keep
         raise_if(d_issue & d_oob, E.SRAM_RANGE)
         # Item registered next to the ACC read data (one cycle later).
         last1, keep1 = Signal(), Signal()
-        out1 = Signal(self.out_bits)
+        out1 = Signal(self.res_bits)
         m.d.sync += [v1.eq(d_issue & ~d_oob), last1.eq(d_last), slot1.eq(d_slot), out1.eq(d_out),
                      keep1.eq(d_keep)]
         d_ow = d_ow_m1 + 1

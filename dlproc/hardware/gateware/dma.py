@@ -556,6 +556,9 @@ class LoadUnit(wiring.Component):
                 "inp_w": In(write_port_signature(hw, "INP")),
                 "wgt_w": In(write_port_signature(hw, "WGT")),
                 "prm_w": In(write_port_signature(hw, "PRM")),
+                # The INP write port is taken this cycle by the compute unit (CONV.to_inp):
+                # write nothing, consume no beat, advance nothing.
+                "hold": In(1),
                 "win_base": In(32),
                 "win_limit": In(32),
                 "error": Out(1),
@@ -675,6 +678,8 @@ class LoadUnit(wiring.Component):
                 with m.Elif(waddr >= depth):
                     _latch_error(m, self, ErrorCode.SRAM_RANGE)
                     m.next = "ERROR"
+                with m.Elif(self.hold & (ins.buf == Buf.INP)):
+                    pass
                 with m.Elif(is_pad):
                     m.d.comb += [we.eq(1), advance.eq(1)]
                 with m.Elif(beats.r_rdy):

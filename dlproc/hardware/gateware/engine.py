@@ -34,7 +34,7 @@ from amaranth.lib.wiring import In, Out
 from dlproc.hardware import isa
 from dlproc.hardware.gateware.output_stage import input_signature as output_stage_input, out_word_layout, prm_word_layout
 
-__all__ = ["TAG_BITS", "Engine", "table_refused", "EngineCommand", "RangeCheck", "inp_word_layout", "wgt_word_layout", "read_port", "as_bounded",
+__all__ = ["TAG_BITS", "TAG_TO_INP", "result_addr_bits", "Engine", "table_refused", "EngineCommand", "RangeCheck", "inp_word_layout", "wgt_word_layout", "read_port", "as_bounded",
            "bounded_add", "buffer_addr_bits", "engine_signature"]
 
 #: ``(end, limit)``: out of range when ``end(fields) > limit``; ``end`` maps the command's fields
@@ -45,9 +45,12 @@ RangeCheck = tuple[Callable[[data.View], Value], int]
 # --------------------------------------------------------------------------------------------
 # What every engine shares: the command tag, the buffer words, read ports and bounded addresses
 
-#: Bits of the opaque tag a command carries to its last output-stage item (the compute unit
-#: puts the push_prev/push_next flags there, so the tokens are given when the tile is in OUT).
-TAG_BITS = 2
+#: Bits of the opaque tag a command carries to its output-stage items (the compute unit puts the
+#: push_prev/push_next flags there, so the tokens are given when the tile is written, and a CONV's
+#: to_inp flag, which sends its words to INP instead of OUT).
+TAG_BITS = 3
+#: Tag bit (of the command's tag; bit TAG_TO_INP + 1 of an output-stage item's) of CONV.to_inp.
+TAG_TO_INP = 2
 
 def inp_word_layout(c: int) -> data.ArrayLayout:
     """An INP word: C int8 lanes (pixel x channel block), lane i = channel cb*C + i."""
@@ -90,6 +93,11 @@ def buffer_addr_bits(hw: isa.HardwareParams, buf: str) -> int:
     return max(1, (getattr(hw, f"{buf}_depth") - 1).bit_length())
 
 
+def result_addr_bits(hw: isa.HardwareParams) -> int:
+    """Address bits of an output-stage item: an OUT word, or an INP word (CONV.to_inp)."""
+    return max(buffer_addr_bits(hw, "out"), buffer_addr_bits(hw, "inp"))
+
+
 _BUFFER_WORDS = {"inp": inp_word_layout, "wgt": wgt_word_layout, "prm": prm_word_layout}
 
 
@@ -102,7 +110,7 @@ def engine_signature(hw: isa.HardwareParams, commands: dict[str, data.Layout], r
     ports: dict[str, wiring.Member] = {name: In(stream.Signature(layout)) for name, layout in commands.items()}
     for buf in reads:
         ports[buf] = Out(read_port(buffer_addr_bits(hw, buf), _BUFFER_WORDS[buf](hw.c)))
-    ports["ost"] = Out(output_stage_input(hw.c, buffer_addr_bits(hw, "out"), 1 + TAG_BITS))
+    ports["ost"] = Out(output_stage_input(hw.c, result_addr_bits(hw), 1 + TAG_BITS))
     ports["busy"] = Out(1)
     if mac_active:
         ports["mac_active"] = Out(1)
@@ -131,6 +139,7 @@ class Engine(wiring.Component):
         self.wgt_bits = buffer_addr_bits(hw, "wgt")
         self.prm_bits = buffer_addr_bits(hw, "prm")
         self.out_bits = buffer_addr_bits(hw, "out")
+        self.res_bits = result_addr_bits(hw)  # an output-stage item's address (OUT, or INP for to_inp)
         super().__init__(engine_signature(hw, commands, reads, mac_active=mac_active) | (extra or {}))
 
 class EngineCommand(wiring.Component):

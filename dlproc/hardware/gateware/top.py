@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amaranth.hdl import Module, ResetInserter, Signal
+from amaranth.hdl import Module, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -159,7 +159,17 @@ class DlprocTop(wiring.Component):
         ]
 
         # Buffers.
-        wiring.connect(m, self.load.inp_w, bufs.inp_w)
+        # INP has one write port and two writers: the load unit and the results of a CONV with
+        # to_inp. The compute unit's writes come from the output stage, which cannot wait, so
+        # they win; the load unit holds its word for that cycle (``hold``: its beats wait in the
+        # read-data FIFO, whose credits already cover them).
+        cw, lw = comp.inp_w, self.load.inp_w
+        m.d.comb += [
+            bufs.inp_w.en.eq(cw.en | lw.en),
+            bufs.inp_w.addr.eq(Mux(cw.en, cw.addr, lw.addr)),
+            bufs.inp_w.data.eq(Mux(cw.en, cw.data, lw.data)),
+            self.load.hold.eq(cw.en),
+        ]
         wiring.connect(m, self.load.wgt_w, bufs.wgt_w)
         wiring.connect(m, self.load.prm_w, bufs.prm_w)
         wiring.connect(m, comp.inp, bufs.inp_r)
