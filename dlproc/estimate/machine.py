@@ -624,6 +624,10 @@ class _Machine:
         self._consume(i)
         if isinstance(insn, isa.Conv):
             a = max(x, self.conv.ready, self.pool_idle)
+            if insn.wait_writes:
+                # Dispatched once every earlier instruction's last word is written (the compute
+                # unit's in-flight count is zero the cycle after that write).
+                a = max(a, self.last_done + 1)
             done, self.mac_cycles[i] = self.conv.run(insn, a)
             self.start[i] = a
             self.end[i] = done
