@@ -60,7 +60,8 @@ class HazardError(AssertionError):
 class Hazard:
     """One problem of a stream. ``kind``: RAW/WAR/WAW (``first``/``second`` conflict on ``space``
     at ``where`` -- a buffer word or DRAM byte address -- and are unordered), ``deadlock``,
-    ``unbalanced``, ``overflow`` or ``chain`` (a broken partial-sum chain of CONVs)."""
+    ``unbalanced``, ``overflow``, ``chain`` (a broken partial-sum chain of CONVs) or ``drain`` (a read
+    of words a to_inp CONV writes, with no wait_writes between)."""
 
     kind: str
     first: int
@@ -115,7 +116,7 @@ def footprint(insn: isa.Instruction, geom: Geometry) -> tuple[list[Access], list
         return [("INP", insn.inp_base, _window_end(insn, insn.cin_blocks, insn.dil_y, insn.dil_x)),
                 ("WGT", insn.wgt_base, insn.wgt_base + insn.wgt_words()),
                 ("PRM", insn.prm_base, insn.prm_base + 1)], \
-               ([] if insn.acc_keep else [("OUT", insn.out_base, insn.out_base + insn.out_h * insn.out_w)])
+               ([] if insn.acc_keep else [(insn.result_buffer(), insn.out_base, insn.out_base + insn.out_h * insn.out_w)])
     if isinstance(insn, isa.Pool):
         reads = [("INP", insn.inp_base, _window_end(insn, insn.z_size, 1, 1))]
         if insn.mode == isa.PoolMode.AVG:
@@ -437,6 +438,7 @@ def check_program(geom: Geometry, insns: list[isa.Instruction], *, queue_depth: 
     if problems:
         return problems
     problems += _chain_problems(insns)
+    problems += _drain_problems(insns, geom)
     # Token bookkeeping: balance, stream order of producers/consumers, worst-case counter values.
     push_list: dict[str, list[int]] = {q: [] for q in QUEUES}
     pop_list: dict[str, list[int]] = {q: [] for q in QUEUES}
@@ -505,6 +507,31 @@ def _chain_problems(insns: list[isa.Instruction]) -> list[Hazard]:
             held = i if insn.acc_keep else None
         elif isinstance(insn, isa.Finish) and held is not None:
             problems.append(Hazard("chain", held, i, detail=f"FINISH while CONV {held}'s partial sums are held"))
+    return problems
+
+
+def _drain_problems(insns: list[isa.Instruction], geom: Geometry) -> list[Hazard]:
+    """Results to INP: the conv engine's drain writes a to_inp CONV's words after later compute
+    instructions may already read INP, so a compute instruction that reads words a to_inp CONV
+    wrote needs a CONV with wait_writes at or after the writer and at or before itself."""
+    problems: list[Hazard] = []
+    pending: list[tuple[int, int, int]] = []  # (writer, lo, hi) not yet waited for
+    for i, insn in enumerate(insns):
+        if isinstance(insn, isa.Conv) and insn.wait_writes:
+            pending = []
+        if getattr(insn, "UNIT", None) != "compute":
+            continue
+        reads, writes = footprint(insn, geom)
+        for space, lo, hi in (r for r in reads if r[0] == "INP"):
+            for w, wlo, whi in pending:
+                if lo < whi and wlo < hi:
+                    problems.append(Hazard("drain", w, i, detail=(
+                        f"instruction {i} reads INP words [{max(lo, wlo)}, {min(hi, whi)}) that CONV {w} writes "
+                        "with to_inp, with no CONV with wait_writes in between")))
+                    break
+        for space, lo, hi in writes:
+            if space == "INP" and isinstance(insn, isa.Conv):
+                pending.append((i, lo, hi))
     return problems
 
 

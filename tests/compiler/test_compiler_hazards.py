@@ -358,3 +358,29 @@ def test_footprints_cover_what_the_isa_simulator_touches(name):
                                           err_msg=f"{insn.OPCODE.name} writes other {s} values when words outside "
                                                   "its read footprint change")
     assert {"LOAD", "STORE", "CONV"} <= kinds
+
+
+def test_results_to_inp_need_wait_writes():
+    """CONV.to_inp writes INP from the compute unit: the fused depthwise -> pointwise program of the
+    RTL test is clean; without wait_writes its pointwise CONV's read of the fused words is a
+    ``drain`` hazard; a LOAD over those words without a token from the CONV is a WAW on INP."""
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    from dlproc.compiler.hazards import check_program
+    from dlproc.hardware.geometry import Geometry
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "targets"))
+    from test_rtl_layers import CFG, fused_program
+
+    geom = Geometry.from_config(CFG)
+    prog, _, _ = fused_program(0)
+    assert check_program(geom, prog) == []
+    free = [dataclasses.replace(i, wait_writes=0) if isinstance(i, isa.Conv) else i for i in prog]
+    problems = check_program(geom, free)
+    assert [p.kind for p in problems] == ["drain", "drain"] and "to_inp" in str(problems[0])  # both pointwise CONVs
+    first_dw = next(k for k, i in enumerate(prog) if isinstance(i, isa.Conv) and i.to_inp)
+    late = isa.Load(buf=isa.Buf.INP, sram_base=prog[first_dw].out_base, dram_addr=0, x_size=4)
+    problems = check_program(geom, prog[:-1] + [late, prog[-1]])
+    assert any(p.kind in ("WAW", "WAR") and p.space == "INP" for p in problems), problems
