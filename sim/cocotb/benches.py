@@ -49,8 +49,9 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from dlproc.hardware import isa
 from dlproc.hardware.gateware.add import AddEngine
-from dlproc.hardware.gateware.buffers import addr_bits, word_layout, write_port_signature
+from dlproc.hardware.gateware.buffers import word_layout, write_port_signature
 from dlproc.hardware.gateware.conv import ConvEngine
+from dlproc.hardware.gateware.engine import result_addr_bits
 from dlproc.hardware.gateware.lrn import LrnEngine
 from dlproc.hardware.gateware.output_stage import OutputStage, output_signature
 from dlproc.hardware.gateware.pool import PoolEngine
@@ -105,7 +106,7 @@ class EngineBench(wiring.Component):
         for buf in self.buffers:
             ports[f"{buf.lower()}_w"] = Out(write_port_signature(hw, buf))
         tag_bits = len(self.engine.ost.tag)
-        ports["out"] = Out(output_signature(hw.c, addr_bits(hw, "OUT"), tag_bits))
+        ports["out"] = Out(output_signature(hw.c, result_addr_bits(hw), tag_bits))
         ports |= {"busy": Out(1), "error": Out(1), "error_code": Out(4)}
         if "mac_active" in members:
             ports["mac_active"] = Out(1)
@@ -126,7 +127,7 @@ class EngineBench(wiring.Component):
                          rp.addr.eq(r.addr), rp.en.eq(r.en), r.data.eq(rp.data)]
 
         # Output stage, as the compute unit instantiates it.
-        m.submodules.ostage = ostage = OutputStage(hw.c, addr_bits(hw, "OUT"), len(eng.ost.tag))
+        m.submodules.ostage = ostage = OutputStage(hw.c, result_addr_bits(hw), len(eng.ost.tag))
         wiring.connect(m, eng.ost, ostage.i)
         wiring.connect(m, ostage.o, wiring.flipped(self.out))
 

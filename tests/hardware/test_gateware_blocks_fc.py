@@ -12,10 +12,8 @@ import pytest
 
 from dlproc.hardware import isa
 from dlproc.targets.golden import ops
-from dlproc.hardware.geometry import Geometry
-from dlproc.targets.isasim import Machine
 from dlproc.hardware.numerics import requantize
-from test_gateware_compute_harness import OUT_FILL, random_buffers, run_program, small_hw
+from test_gateware_compute_harness import OUT_FILL, isasim_machine, random_buffers, run_program, small_hw
 
 C = 4
 
@@ -45,16 +43,7 @@ def fc_reference(hw: isa.HardwareParams, buf, x: np.ndarray, insn: isa.Fc) -> np
 
 
 def isasim_out(hw: isa.HardwareParams, buf, insns: list) -> np.ndarray:
-    m = Machine(geometry=Geometry.from_hw(hw), dram_size=1 << 16)
-    m.inp[:] = buf.inp
-    m.wgt[:] = buf.wgt
-    c = hw.c
-    raw = np.zeros((hw.prm_depth, c), dtype=[("b", "<i4"), ("m", "<u2"), ("n", "<u2"), ("s", "u1")])
-    raw["b"], raw["m"], raw["n"], raw["s"] = buf.bias, buf.mult, buf.mult_neg, buf.shift
-    m.prm[:] = np.frombuffer(raw.tobytes(), dtype=np.uint8).reshape(hw.prm_depth, 9 * c)
-    m.out[:] = OUT_FILL
-    m.run(insns, insn_base=0x8000)
-    return m.out
+    return isasim_machine(hw, buf, insns).out
 
 
 # (C, F): K = C*C/F = 4, 2, 1 slices per WGT word; C = 3 wastes a byte per word (K = 1 of 9

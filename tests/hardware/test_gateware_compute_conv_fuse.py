@@ -10,24 +10,13 @@ import numpy as np
 import pytest
 
 from dlproc.hardware import isa
-from dlproc.hardware.geometry import Geometry
-from dlproc.targets.isasim import Machine, SramRangeError, WriteHazardError
-from test_gateware_compute_harness import OUT_FILL, random_buffers, run_program, small_hw
+from dlproc.targets.isasim import SramRangeError, WriteHazardError
+from test_gateware_compute_harness import OUT_FILL, isasim_machine, random_buffers, run_program, small_hw
 
 HW = small_hw(c=9, inp_depth=1024, wgt_depth=64, prm_depth=8, out_depth=128)
 
 
-def isasim(hw: isa.HardwareParams, buf, insns: list) -> Machine:
-    m = Machine(geometry=Geometry.from_hw(hw), dram_size=1 << 16)
-    m.inp[:] = buf.inp
-    m.wgt[:] = buf.wgt
-    c = hw.c
-    raw = np.zeros((hw.prm_depth, c), dtype=[("b", "<i4"), ("m", "<u2"), ("n", "<u2"), ("s", "u1")])
-    raw["b"], raw["m"], raw["n"], raw["s"] = buf.bias, buf.mult, buf.mult_neg, buf.shift
-    m.prm[:] = np.frombuffer(raw.tobytes(), dtype=np.uint8).reshape(hw.prm_depth, 9 * c)
-    m.out[:] = OUT_FILL
-    m.run(insns, insn_base=0x8000)
-    return m
+isasim = isasim_machine
 
 
 def fused_pair(rng: np.random.Generator, blocks: int, fuse_at: int, wait: bool = True) -> list[isa.Instruction]:

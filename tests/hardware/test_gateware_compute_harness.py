@@ -281,3 +281,20 @@ def small_hw(c: int = 4, inp_depth: int = 512, wgt_depth: int = 256, prm_depth: 
 
 
 OUT_FILL = np.frombuffer(bytes([0x5A]), dtype=np.int8)[0]
+
+
+def isasim_machine(hw: isa.HardwareParams, buf: Buffers, insns: list):
+    """The ISA simulator after running ``insns`` on these buffer contents (OUT filled with OUT_FILL)."""
+    from dlproc.hardware.geometry import Geometry
+    from dlproc.targets.isasim import Machine
+
+    m = Machine(geometry=Geometry.from_hw(hw), dram_size=1 << 16)
+    m.inp[:] = buf.inp
+    m.wgt[:] = buf.wgt
+    c = hw.c
+    raw = np.zeros((hw.prm_depth, c), dtype=[("b", "<i4"), ("m", "<u2"), ("n", "<u2"), ("s", "u1")])
+    raw["b"], raw["m"], raw["n"], raw["s"] = buf.bias, buf.mult, buf.mult_neg, buf.shift
+    m.prm[:] = np.frombuffer(raw.tobytes(), dtype=np.uint8).reshape(hw.prm_depth, 9 * c)
+    m.out[:] = OUT_FILL
+    m.run(insns, insn_base=0x8000)
+    return m
