@@ -515,6 +515,8 @@ def _drain_problems(insns: list[isa.Instruction], geom: Geometry) -> list[Hazard
     instructions may already read INP, so a compute instruction that reads words a to_inp CONV
     wrote needs a CONV with wait_writes at or after the writer and at or before itself."""
     problems: list[Hazard] = []
+    if not any(isinstance(insn, isa.Conv) and insn.to_inp for insn in insns):
+        return problems
     pending: list[tuple[int, int, int]] = []  # (writer, lo, hi) not yet waited for
     for i, insn in enumerate(insns):
         if isinstance(insn, isa.Conv) and insn.wait_writes:

@@ -739,7 +739,7 @@ class Conv(Instruction):
         self._check_sram(hw, "INP", "inp_base", self.inp_base, last_inp - self.inp_base + 1)
         self._check_sram(hw, "WGT", "wgt_base", self.wgt_base, self.wgt_words())
         self._check_sram(hw, "PRM", "prm_base", self.prm_base, 1)
-        self._check_sram(hw, "INP" if self.to_inp else "OUT", "out_base", self.out_base, self.out_h * self.out_w)
+        self._check_sram(hw, self.result_buffer(), "out_base", self.out_base, self.out_h * self.out_w)
 
     def result_buffer(self) -> str:
         """The buffer the CONV's results go to: "INP" (to_inp) or "OUT"."""

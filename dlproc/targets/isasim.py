@@ -226,6 +226,7 @@ class Machine:
         # INP words written by a CONV with to_inp since the last CONV with wait_writes: reading one
         # before that wait is a race on the processor (WriteHazardError).
         self.inp_pending = np.zeros(self.hw.inp_depth, dtype=bool)
+        self.any_pending = False  # inp_pending.any(), kept so reads need not scan it
         # The LRN block's multiplier table (LRNTAB writes it; its reset contents are zero).
         self.lrn_mult = np.zeros(LRN_TABLE_SIZE, dtype=np.int64)
         self.lrn_shift = np.zeros(LRN_TABLE_SIZE, dtype=np.int64)
@@ -555,8 +556,9 @@ class _Run:
         n_taps = insn.cin_blocks * insn.kh * insn.kw
         if insn.dw:
             self._check_depthwise(insn, index)
-        if insn.wait_writes:
+        if insn.wait_writes and self.m.any_pending:
             self.m.inp_pending[:] = False
+            self.m.any_pending = False
         self._check_sram("WGT", insn.wgt_base, insn.wgt_words(), hw.wgt_depth, "CONV weights", index)
         self._check_sram("PRM", insn.prm_base, 1, hw.prm_depth, "CONV parameters", index)
         pixels = insn.out_h * insn.out_w
@@ -573,8 +575,8 @@ class _Run:
                 "out_h x out_w and the same dw / dw_rows)",
                 insn_index=index)
         if not insn.acc_keep:  # a held tile is never drained, so its result words are not checked
-            depth = hw.inp_depth if insn.to_inp else hw.out_depth
-            self._check_sram(insn.result_buffer(), insn.out_base, pixels, depth, "CONV output", index)
+            buf = insn.result_buffer()
+            self._check_sram(buf, insn.out_base, pixels, hw.depth(buf), "CONV output", index)
         bias, mult, mneg, shift = self._params(insn.prm_base, "CONV", index)
 
         # Gather every tap of every pixel as X[p, (cb, ky, kx), ci] -- the WGT word order -- and
@@ -609,11 +611,14 @@ class _Run:
         if insn.to_inp:
             self.m.inp[insn.out_base:insn.out_base + pixels] = self._tabled(insn, out)
             self.m.inp_pending[insn.out_base:insn.out_base + pixels] = True
+            self.m.any_pending = True
         else:
             self.m.out[insn.out_base:insn.out_base + pixels] = self._tabled(insn, out)
 
     def _check_written(self, words: np.ndarray, what: str, index: int) -> None:
         """Refuse a read of INP words whose to_inp writes no wait_writes has waited for."""
+        if not self.m.any_pending:  # the usual case: no CONV writes INP
+            return
         pending = self.m.inp_pending[np.asarray(words).reshape(-1)]
         if pending.any():
             first = int(np.asarray(words).reshape(-1)[int(np.argmax(pending))])
